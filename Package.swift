@@ -1,0 +1,55 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "vault",
+    products: [
+        .executable(name: "vault", targets: ["vault"]),
+        .library(name: "VaultCore", targets: ["VaultCore"]),
+        .library(name: "VaultNet", targets: ["VaultNet"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-nio", "2.101.2"..<"2.102.0"),
+    ],
+    targets: [
+        // System libraries (Debian -dev packages, found through pkg-config).
+        .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        .systemLibrary(name: "CQRencode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
+        .systemLibrary(name: "CZbar", pkgConfig: "zbar", providers: [.apt(["libzbar-dev"])]),
+        // libpng and libjpeg report errors by longjmp, which Swift cannot catch:
+        // a small C shim keeps every setjmp on the C side.
+        .target(
+            name: "CVaultImage",
+            linkerSettings: [.linkedLibrary("png16"), .linkedLibrary("jpeg")]
+        ),
+
+        .target(
+            name: "VaultCore",
+            dependencies: [
+                "CSodium", "CQRencode", "CZbar", "CVaultImage",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+        .target(
+            name: "VaultNet",
+            dependencies: [
+                "VaultCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        .executableTarget(
+            name: "vault",
+            dependencies: [
+                "VaultCore", "VaultNet",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+
+        .target(name: "VaultTestSupport", dependencies: ["VaultCore", "CSodium"]),
+        .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultTestSupport"]),
+        .testTarget(name: "vaultTests", dependencies: ["VaultCore", "VaultTestSupport"]),
+    ]
+)

@@ -1,0 +1,75 @@
+import CSodium
+
+/// This machine's identity with its private keys open in locked memory.
+///
+/// The two key pairs are independent: X25519 for agreement, Ed25519 for signatures.
+/// The stored secret is the X25519 secret key (32) followed by the Ed25519 seed (32).
+public final class Identity {
+    /// The identity's label.
+    public let label: Label
+    /// The public half.
+    public let card: KeyCard
+    let agreementSecret: SecureBytes
+    /// libsodium's 64-byte Ed25519 secret key (seed ‖ public key).
+    let signingSecret: SecureBytes
+
+    static let secretLength = 64
+
+    /// Rebuilds the identity from its stored secret and checks it against `card`, so that
+    /// keys swapped or damaged in the keystore are caught before they are used.
+    init(label: Label, card expected: KeyCard?, secret: SecureBytes) throws(VaultError) {
+        guard secret.count == Self.secretLength else {
+            throw .keystoreCorrupt("private keys have the wrong length")
+        }
+        Sodium.ready
+        let agreementSecret = secret.slice(0..<32)
+        let signingSecret = SecureBytes(count: Int(crypto_sign_SECRETKEYBYTES))
+        var agreementPublic = [UInt8](repeating: 0, count: 32)
+        var signingPublic = [UInt8](repeating: 0, count: 32)
+        agreementSecret.withUnsafeBytes { sk in
+            _ = crypto_scalarmult_base(&agreementPublic, sk.bindMemory(to: UInt8.self).baseAddress!)
+        }
+        secret.withUnsafeBytes { all in
+            signingSecret.withUnsafeMutableBytes { sk in
+                _ = crypto_sign_seed_keypair(
+                    &signingPublic, sk.bindMemory(to: UInt8.self).baseAddress!,
+                    all.bindMemory(to: UInt8.self).baseAddress! + 32)
+            }
+        }
+        let derived = KeyCard(agreementKey: agreementPublic, signingKey: signingPublic)
+        if let expected, expected != derived {
+            throw .keystoreCorrupt("the private keys do not match the key card")
+        }
+        self.label = label
+        self.card = derived
+        self.agreementSecret = agreementSecret
+        self.signingSecret = signingSecret
+    }
+
+    /// A fresh identity. Returns it with the secret to store.
+    static func generate(label: Label, random: some RandomSource) -> (Identity, SecureBytes) {
+        let secret = random.secureBytes(secretLength)
+        // Cannot throw: no card to compare against and the length is right.
+        return (try! Identity(label: label, card: nil, secret: secret), secret)
+    }
+
+    /// An Ed25519 signature over `message`.
+    public func sign(_ message: [UInt8]) -> [UInt8] {
+        var signature = [UInt8](repeating: 0, count: Int(crypto_sign_BYTES))
+        signingSecret.withUnsafeBytes { sk in
+            _ = crypto_sign_detached(
+                &signature, nil, message, UInt64(message.count),
+                sk.bindMemory(to: UInt8.self).baseAddress!)
+        }
+        return signature
+    }
+}
+
+extension KeyCard {
+    /// Checks an Ed25519 signature made by this card's owner.
+    public func verify(signature: [UInt8], of message: [UInt8]) -> Bool {
+        Sodium.ready
+        guard signature.count == Int(crypto_sign_BYTES) else { return false }
+        return crypto_sign_verify_detached(signature, message, UInt64(message.count), signingKey) == 0
+    }
+}

@@ -1,0 +1,224 @@
+import Foundation
+import GRDB
+
+/// The local keystore: one SQLite file in WAL mode, holding this machine's identity and the
+/// peers it trusts.
+///
+/// Every change the user is told about is one transaction, so a crash or a full disk
+/// leaves the keystore as it was before the command.
+public final class Keystore: Sendable {
+    /// Where the keystore lives.
+    public let home: VaultHome
+    let database: DatabaseQueue
+
+    private init(home: VaultHome, database: DatabaseQueue) {
+        self.home = home
+        self.database = database
+    }
+
+    /// Opens an existing keystore, applying any migrations a newer vault added.
+    public static func open(home: VaultHome) throws(VaultError) -> Keystore {
+        guard FileManager.default.fileExists(atPath: home.keystorePath) else {
+            throw .noKeystore(path: home.keystorePath)
+        }
+        try FileModes.tighten(home)
+        let keystore = try Keystore(home: home, database: connect(home.keystorePath))
+        try keystore.migrate()
+        return keystore
+    }
+
+    /// Creates the keystore with a new identity, or with `force` replaces the identity of an
+    /// existing one. Peers are kept when replacing: trusting them stays valid.
+    ///
+    /// - Parameter passphrase: when given, the private keys are stored sealed under it.
+    @discardableResult
+    public static func create(
+        home: VaultHome, label: Label, passphrase: SecureBytes?, scrypt: ScryptParameters = .default,
+        force: Bool = false, random: some RandomSource = SecureRandom()
+    ) throws(VaultError) -> Keystore {
+        let existed = FileManager.default.fileExists(atPath: home.keystorePath)
+        var created = false
+        do throws(VaultError) {
+            try FileModes.createDirectory(home)
+            if !existed { created = try FileModes.createPrivateFile(home.keystorePath) }
+            try FileModes.tighten(home)
+            let keystore = try Keystore(home: home, database: connect(home.keystorePath))
+            try keystore.migrate()
+            let (identity, secret) = Identity.generate(label: label, random: random)
+            let stored: (format: KeystoreSchema.SecretFormat, bytes: [UInt8])
+            if let passphrase {
+                guard passphrase.count > 0 else { throw VaultError.emptyPassphrase }
+                stored = (.passphrase, PassphraseSeal.seal(secret, passphrase: passphrase, parameters: scrypt, random: random))
+            } else {
+                stored = (.plain, secret.withUnsafeBytes { Array($0) })
+            }
+            var blob = Data(stored.bytes)
+            defer { blob.resetBytes(in: 0..<blob.count) }
+            try keystore.write { db in
+                if try Int.fetchOne(db, sql: "SELECT count(*) FROM identity") ?? 0 > 0 {
+                    guard force else { throw VaultError.identityExists(path: home.keystorePath) }
+                    try db.execute(sql: "DELETE FROM identity")
+                }
+                try db.execute(
+                    sql: """
+                        INSERT INTO identity (id, label, card, secret_format, secret, created_at)
+                        VALUES (1, ?, ?, ?, ?, ?)
+                        """,
+                    arguments: [label.value, Data(identity.card.encoded), stored.format.rawValue, blob,
+                                Int64(Date().timeIntervalSince1970)])
+            }
+            return keystore
+        } catch {
+            if created { FileModes.removeDatabaseFiles(home.keystorePath) }
+            throw error
+        }
+    }
+
+    /// The public part of the identity; needs no passphrase.
+    public func identityInfo() throws(VaultError) -> IdentityInfo {
+        try read { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM identity WHERE id = 1") else {
+                throw VaultError.noKeystore(path: self.home.keystorePath)
+            }
+            return try IdentityInfo(row: row)
+        }
+    }
+
+    /// Opens the private keys. `passphrase` is needed when they are protected, and ignored
+    /// otherwise.
+    public func unlock(passphrase: SecureBytes?) throws(VaultError) -> Identity {
+        let (info, format, stored) = try read { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM identity WHERE id = 1") else {
+                throw VaultError.noKeystore(path: self.home.keystorePath)
+            }
+            return (try IdentityInfo(row: row), row["secret_format"] as Int, row["secret"] as Data)
+        }
+        var bytes = [UInt8](stored)
+        defer { _ = bytes.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) } }
+        let secret: SecureBytes
+        switch KeystoreSchema.SecretFormat(rawValue: format) {
+        case .plain:
+            secret = SecureBytes(copying: bytes)
+        case .passphrase:
+            guard let passphrase else { throw .passphraseRequired }
+            secret = try PassphraseSeal.open(bytes, passphrase: passphrase)
+        case nil:
+            throw .keystoreCorrupt("unknown secret format \(format)")
+        }
+        return try Identity(label: info.label, card: info.card, secret: secret)
+    }
+
+    /// Seals the private keys under a new passphrase, or stores them unsealed when
+    /// `newPassphrase` is nil.
+    public func changePassphrase(
+        current: SecureBytes?, new newPassphrase: SecureBytes?, scrypt: ScryptParameters = .default,
+        random: some RandomSource = SecureRandom()
+    ) throws(VaultError) {
+        let identity = try unlock(passphrase: current)
+        let secret = SecureBytes(count: Identity.secretLength)
+        secret.withUnsafeMutableBytes { out in
+            identity.agreementSecret.withUnsafeBytes { out.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: 32) }
+            identity.signingSecret.withUnsafeBytes { (out.baseAddress! + 32).copyMemory(from: $0.baseAddress!, byteCount: 32) }
+        }
+        let format: KeystoreSchema.SecretFormat
+        var blob: Data
+        if let newPassphrase {
+            guard newPassphrase.count > 0 else { throw .emptyPassphrase }
+            format = .passphrase
+            blob = Data(PassphraseSeal.seal(secret, passphrase: newPassphrase, parameters: scrypt, random: random))
+        } else {
+            format = .plain
+            blob = secret.withUnsafeBytes { Data($0) }
+        }
+        defer { blob.resetBytes(in: 0..<blob.count) }
+        try write { db in
+            try db.execute(
+                sql: "UPDATE identity SET secret_format = ?, secret = ? WHERE id = 1",
+                arguments: [format.rawValue, blob])
+        }
+    }
+
+    // MARK: - Plumbing
+
+    /// One serialized connection. WAL mode is set here rather than through GRDB's
+    /// DatabasePool, which creates and drops a table on every open: a command that changes
+    /// nothing must leave the file byte for byte as it was.
+    private static func connect(_ path: String) throws(VaultError) -> DatabaseQueue {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(10)
+        configuration.prepareDatabase { db in
+            // Persistent in the file: a no-op once set.
+            guard try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL") == "wal" else {
+                throw VaultError.storage("cannot switch the keystore to WAL mode")
+            }
+            // A commit the user was told about survives power loss, not only a crash.
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            // Deleted rows (old sealed keys, removed peers) are overwritten, not left in free pages.
+            try db.execute(sql: "PRAGMA secure_delete = ON")
+        }
+        return try storage { try DatabaseQueue(path: path, configuration: configuration) }
+    }
+
+    private func migrate() throws(VaultError) {
+        let migrator = KeystoreSchema.migrator
+        try Self.storage {
+            let (superseded, complete) = try database.read {
+                (try migrator.hasBeenSuperseded($0), try migrator.hasCompletedMigrations($0))
+            }
+            if superseded { throw VaultError.keystoreTooNew(path: home.keystorePath) }
+            // migrate() always opens a write transaction, which rewrites pages even when nothing
+            // is pending; a read-only command must leave the file as it found it.
+            if !complete { try migrator.migrate(database) }
+        }
+    }
+
+    func read<T>(_ body: (Database) throws -> T) throws(VaultError) -> T {
+        try Self.storage { try database.read(body) }
+    }
+
+    func write<T>(_ body: (Database) throws -> T) throws(VaultError) -> T {
+        try Self.storage { try database.write(body) }
+    }
+
+    /// Runs `body`, turning SQLite's errors into ``VaultError/storage(_:)``.
+    static func storage<T>(_ body: () throws -> T) throws(VaultError) -> T {
+        do {
+            return try body()
+        } catch let error as VaultError {
+            throw error
+        } catch let error as DatabaseError {
+            switch error.resultCode {
+            case .SQLITE_FULL: throw .storage("the disk is full")
+            case .SQLITE_READONLY, .SQLITE_PERM, .SQLITE_CANTOPEN: throw .storage("cannot write the keystore (\(error.message ?? "permission denied"))")
+            case .SQLITE_CORRUPT, .SQLITE_NOTADB: throw .keystoreCorrupt(error.message ?? "not a database")
+            default: throw .storage(error.message ?? "\(error.resultCode)")
+            }
+        } catch {
+            throw .storage("\(error)")
+        }
+    }
+}
+
+/// The public part of this machine's identity.
+public struct IdentityInfo: Sendable {
+    /// The label.
+    public let label: Label
+    /// The public key card.
+    public let card: KeyCard
+    /// The scrypt parameters sealing the private keys, or nil when they are not sealed.
+    public let passphraseParameters: ScryptParameters?
+    /// When the identity was created.
+    public let createdAt: Date
+
+    /// Whether the private keys need a passphrase.
+    public var isPassphraseProtected: Bool { passphraseParameters != nil }
+
+    init(row: Row) throws {
+        label = try Label(row["label"] as String)
+        card = try KeyCard(encoded: [UInt8](row["card"] as Data))
+        let format: Int = row["secret_format"]
+        passphraseParameters = format == KeystoreSchema.SecretFormat.passphrase.rawValue
+            ? PassphraseSeal.parameters(of: [UInt8](row["secret"] as Data)) : nil
+        createdAt = Date(timeIntervalSince1970: TimeInterval(row["created_at"] as Int64))
+    }
+}

@@ -1,0 +1,39 @@
+import GRDB
+
+/// The keystore's tables, as versioned migrations. A migration, once released, never
+/// changes: later versions add new ones. Docs/FORMAT.md, "Keystore schema".
+enum KeystoreSchema {
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1-identity-and-peers") { db in
+            try db.execute(sql: """
+                CREATE TABLE identity (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    label TEXT NOT NULL,
+                    card BLOB NOT NULL CHECK (length(card) = 65),
+                    secret_format INTEGER NOT NULL CHECK (secret_format IN (0, 1)),
+                    secret BLOB NOT NULL,
+                    created_at INTEGER NOT NULL
+                );
+                CREATE TABLE peer (
+                    id INTEGER PRIMARY KEY,
+                    label TEXT NOT NULL,
+                    label_key TEXT NOT NULL UNIQUE,
+                    agreement_key BLOB NOT NULL UNIQUE CHECK (length(agreement_key) = 32),
+                    signing_key BLOB NOT NULL UNIQUE CHECK (length(signing_key) = 32),
+                    address TEXT,
+                    added_at INTEGER NOT NULL
+                );
+                """)
+        }
+        return migrator
+    }
+
+    /// How the identity's secret is stored.
+    enum SecretFormat: Int {
+        /// The 64 secret bytes as they are (the file itself is 0600).
+        case plain = 0
+        /// A ``PassphraseSeal``.
+        case passphrase = 1
+    }
+}

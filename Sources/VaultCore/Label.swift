@@ -1,0 +1,80 @@
+import Foundation
+
+/// A human name for an identity or a peer: `alice`, `bob@laptop`, `Ana's phone`.
+///
+/// Labels name peers on the command line (`--to a,b`, `--peer a=host:port`), become file
+/// names (`a.vshare`) and travel in QR codes, so the alphabet is an allowlist: Unicode
+/// letters and digits, space, and `. _ - @ + '`. 1 to 64 characters, no leading or
+/// trailing space, not starting with `.` or `-`. Two labels that differ only in case are
+/// the same label.
+public struct Label: Hashable, Sendable, CustomStringConvertible {
+    /// The label as the user wrote it (NFC-normalised).
+    public let value: String
+
+    /// The most characters a label may have.
+    public static let maximumLength = 64
+
+    /// Validates `text` as a label.
+    public init(_ text: String) throws(VaultError) {
+        let normalized = text.precomposedStringWithCanonicalMapping
+        let scalars = normalized.unicodeScalars
+        guard !scalars.isEmpty else { throw .invalidLabel(text, reason: "it is empty") }
+        guard scalars.count <= Self.maximumLength else {
+            throw .invalidLabel(text, reason: "it is longer than \(Self.maximumLength) characters")
+        }
+        let punctuation: Set<Unicode.Scalar> = [" ", ".", "_", "-", "@", "+", "'"]
+        for scalar in scalars {
+            let allowed = scalar.properties.isAlphabetic || scalar.properties.numericType != nil
+                || punctuation.contains(scalar)
+            guard allowed, !scalar.properties.isWhitespace || scalar == " " else {
+                throw .invalidLabel(text, reason: "it contains \(Self.describe(scalar))")
+            }
+        }
+        guard scalars.first != " ", scalars.last != " " else {
+            throw .invalidLabel(text, reason: "it starts or ends with a space")
+        }
+        guard scalars.first != ".", scalars.first != "-" else {
+            throw .invalidLabel(text, reason: "it starts with '.' or '-'")
+        }
+        value = normalized
+    }
+
+    /// The form under which labels are compared.
+    var key: String { value.lowercased() }
+
+    public var description: String { value }
+
+    /// A valid label made from arbitrary text (such as `user@hostname`) by replacing what
+    /// the alphabet does not allow.
+    static func sanitized(_ text: String) -> Label {
+        var scalars = String.UnicodeScalarView()
+        for scalar in text.precomposedStringWithCanonicalMapping.unicodeScalars.prefix(maximumLength) {
+            let ok = scalar.properties.isAlphabetic || scalar.properties.numericType != nil
+                || "._-@+'".unicodeScalars.contains(scalar)
+            scalars.append(ok ? scalar : "-")
+        }
+        var text = String(scalars)
+        while text.hasPrefix(".") || text.hasPrefix("-") { text.removeFirst() }
+        return (try? Label(text)) ?? (try! Label("vault"))
+    }
+
+    /// `user@hostname` for this process, made into a valid label.
+    public static func machineDefault() -> Label {
+        var host = [CChar](repeating: 0, count: 256)
+        gethostname(&host, host.count - 1)
+        let hostname = String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            .split(separator: ".").first.map(String.init) ?? "localhost"
+        var user = ProcessInfo.processInfo.environment["USER"] ?? ""
+        if user.isEmpty, let entry = getpwuid(getuid()), let name = entry.pointee.pw_name {
+            user = String(decoding: UnsafeRawBufferPointer(start: name, count: strlen(name)), as: UTF8.self)
+        }
+        return sanitized("\(user.isEmpty ? "user" : user)@\(hostname)")
+    }
+
+    private static func describe(_ scalar: Unicode.Scalar) -> String {
+        if scalar.properties.generalCategory == .control || scalar.properties.isWhitespace {
+            return "the character U+\(String(scalar.value, radix: 16, uppercase: true))"
+        }
+        return "the character '\(scalar)'"
+    }
+}

@@ -1,0 +1,66 @@
+import CSodium
+
+/// A buffer for secret key material.
+///
+/// The memory is locked with `sodium_mlock` where the system allows it (so it is not swapped
+/// out) and zeroed when the buffer is released. It is deliberately not
+/// `CustomStringConvertible`, `Codable` or `Equatable`: the only ways to read it are the
+/// scoped accessors below, and comparison must be ``constantTimeEquals(_:)``.
+public final class SecureBytes {
+    private let base: UnsafeMutableRawPointer
+    /// The number of bytes.
+    public let count: Int
+
+    /// A zero-filled buffer of `count` bytes.
+    public init(count: Int) {
+        precondition(count >= 0)
+        Sodium.ready
+        self.count = count
+        base = .allocate(byteCount: max(count, 1), alignment: 16)
+        base.initializeMemory(as: UInt8.self, repeating: 0, count: max(count, 1))
+        // Locking can fail under RLIMIT_MEMLOCK; the buffer is still zeroed on release.
+        _ = sodium_mlock(base, count)
+    }
+
+    /// A locked copy of `bytes`. The caller remains responsible for wiping its own copy.
+    public convenience init(copying bytes: some Collection<UInt8>) {
+        self.init(count: bytes.count)
+        let target = base.assumingMemoryBound(to: UInt8.self)
+        for (offset, byte) in bytes.enumerated() { target[offset] = byte }
+    }
+
+    deinit {
+        // sodium_munlock zeroes before unlocking; the explicit memzero covers the case
+        // where locking failed and munlock is a no-op.
+        sodium_memzero(base, count)
+        _ = sodium_munlock(base, count)
+        base.deallocate()
+    }
+
+    /// Reads the bytes inside `body`. The pointer must not escape.
+    public func withUnsafeBytes<R, E: Error>(
+        _ body: (UnsafeRawBufferPointer) throws(E) -> R
+    ) throws(E) -> R {
+        try body(UnsafeRawBufferPointer(start: base, count: count))
+    }
+
+    /// Writes the bytes inside `body`. The pointer must not escape.
+    public func withUnsafeMutableBytes<R, E: Error>(
+        _ body: (UnsafeMutableRawBufferPointer) throws(E) -> R
+    ) throws(E) -> R {
+        try body(UnsafeMutableRawBufferPointer(start: base, count: count))
+    }
+
+    /// Compares in constant time.
+    public func constantTimeEquals(_ other: SecureBytes) -> Bool {
+        count == other.count && sodium_memcmp(base, other.base, count) == 0
+    }
+
+    /// A new buffer holding bytes `range` of this one.
+    func slice(_ range: Range<Int>) -> SecureBytes {
+        precondition(range.lowerBound >= 0 && range.upperBound <= count)
+        let out = SecureBytes(count: range.count)
+        out.base.copyMemory(from: base + range.lowerBound, byteCount: range.count)
+        return out
+    }
+}

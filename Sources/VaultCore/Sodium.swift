@@ -1,0 +1,43 @@
+import CSodium
+
+/// libsodium must be initialised once before any primitive runs. Every public entry point
+/// that touches a primitive goes through `Sodium.ready`, which is lazy and thread-safe.
+enum Sodium {
+    static let ready: Void = {
+        // sodium_init returns 1 when already initialised, -1 only if no entropy source exists;
+        // running without randomness would be worse than stopping.
+        precondition(sodium_init() >= 0, "libsodium could not be initialised")
+    }()
+
+    /// BLAKE2b with an optional key, over the concatenation of `parts`. Used for every
+    /// domain-separated hash; the key is the domain ("vault/v1/...").
+    static func blake2b(outputLength: Int = 32, key: String? = nil, _ parts: [UInt8]...) -> [UInt8] {
+        Sodium.ready
+        // The state type is over-aligned and not imported; give libsodium raw, aligned memory.
+        let stateMemory = UnsafeMutableRawPointer.allocate(byteCount: crypto_generichash_statebytes(), alignment: 64)
+        defer {
+            sodium_memzero(stateMemory, crypto_generichash_statebytes())
+            stateMemory.deallocate()
+        }
+        let state = OpaquePointer(stateMemory)
+        let keyBytes = key.map { Array($0.utf8) } ?? []
+        precondition(keyBytes.count <= Int(crypto_generichash_KEYBYTES_MAX))
+        keyBytes.withUnsafeBufferPointer { k in
+            _ = crypto_generichash_init(state, k.baseAddress, k.count, outputLength)
+        }
+        for part in parts {
+            part.withUnsafeBufferPointer { p in
+                _ = crypto_generichash_update(state, p.baseAddress, UInt64(p.count))
+            }
+        }
+        var out = [UInt8](repeating: 0, count: outputLength)
+        _ = crypto_generichash_final(state, &out, outputLength)
+        return out
+    }
+
+    /// Constant-time equality for secrets and MACs.
+    static func equal(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        return sodium_memcmp(a, b, a.count) == 0
+    }
+}

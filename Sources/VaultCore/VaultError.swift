@@ -1,0 +1,150 @@
+/// Every failure VaultCore reports. Messages are lowercase, without a final period, and
+/// never contain secret material: they are shown to the user as they are.
+public enum VaultError: Error, Equatable, CustomStringConvertible {
+    // Key cards, labels and addresses.
+    /// A key card failed to parse; the defect says why.
+    case invalidCard(CardDefect)
+    /// A label broke the label rules (see ``Label``).
+    case invalidLabel(String, reason: String)
+    /// A `HOST:PORT` address failed to parse.
+    case invalidAddress(String, reason: String)
+
+    // The keystore.
+    /// No keystore exists at the path.
+    case noKeystore(path: String)
+    /// `init` found an identity already and was not forced.
+    case identityExists(path: String)
+    /// The keystore was written by a newer vault with a schema this build does not know.
+    case keystoreTooNew(path: String)
+    /// The keystore's content contradicts itself (for example keys that do not match the card).
+    case keystoreCorrupt(String)
+    /// SQLite failed; the text is SQLite's own message.
+    case storage(String)
+    /// A file could not be read or written.
+    case fileSystem(path: String, reason: String)
+    /// A file exists where a new one would be written.
+    case fileExists(path: String)
+
+    // Passphrases and key derivation.
+    /// The private keys are passphrase-protected and no passphrase was given.
+    case passphraseRequired
+    /// The passphrase did not open the keys.
+    case wrongPassphrase
+    /// An empty passphrase was given where one is required.
+    case emptyPassphrase
+    /// Stored or requested scrypt parameters are outside the accepted bounds.
+    case kdfParametersOutOfRange(String)
+
+    // Peers.
+    /// The card offered as a peer is this machine's own.
+    case ownCard
+    /// A peer with the same key exists, under the label given.
+    case duplicatePeerKey(existingLabel: String)
+    /// A peer with the same label (ignoring case) exists.
+    case duplicatePeerLabel(String)
+    /// No peer has this label.
+    case unknownPeer(String)
+
+    // Images and QR codes.
+    /// An image file could not be decoded.
+    case unreadableImage(path: String, reason: String)
+    /// The image holds no QR code that could be read.
+    case noQRCode(path: String)
+    /// The image holds QR codes, but none is a key card.
+    case notAKeyCard(path: String, detail: CardDefect)
+    /// The data does not fit in a QR code.
+    case qrPayloadTooLarge(Int)
+
+    public var description: String {
+        switch self {
+        case .invalidCard(let defect): "invalid key card: \(defect)"
+        case .invalidLabel(let label, let reason): "invalid label \(quoted(label)): \(reason)"
+        case .invalidAddress(let address, let reason): "invalid address \(quoted(address)): \(reason)"
+        case .noKeystore(let path): "no keystore at \(path)"
+        case .identityExists(let path): "an identity already exists in \(path)"
+        case .keystoreTooNew(let path): "the keystore at \(path) was written by a newer vault"
+        case .keystoreCorrupt(let detail): "the keystore is corrupt: \(detail)"
+        case .storage(let message): "keystore error: \(message)"
+        case .fileSystem(let path, let reason): "\(path): \(reason)"
+        case .fileExists(let path): "\(path) already exists"
+        case .passphraseRequired: "the private keys are protected by a passphrase and none was given"
+        case .wrongPassphrase: "wrong passphrase"
+        case .emptyPassphrase: "the passphrase is empty"
+        case .kdfParametersOutOfRange(let detail): "scrypt parameters out of range: \(detail)"
+        case .ownCard: "this is your own key card"
+        case .duplicatePeerKey(let label): "this key is already trusted, as peer \(quoted(label))"
+        case .duplicatePeerLabel(let label): "a peer named \(quoted(label)) already exists"
+        case .unknownPeer(let label): "no peer named \(quoted(label))"
+        case .unreadableImage(let path, let reason): "cannot read image \(path): \(reason)"
+        case .noQRCode(let path): "no QR code found in \(path)"
+        case .notAKeyCard(let path, let defect): "the QR code in \(path) is not a vault key card (\(defect))"
+        case .qrPayloadTooLarge(let count): "\(count) bytes do not fit in a QR code"
+        }
+    }
+}
+
+/// Why a key card was refused.
+public enum CardDefect: Equatable, Sendable, CustomStringConvertible {
+    /// The text does not start with `vault1`; the prefix found is given.
+    case wrongPrefix(String)
+    /// The Bech32 checksum does not match: a character was mistyped, lost or added.
+    case badChecksum
+    /// The card's version byte is not one this build knows.
+    case unknownVersion(UInt8)
+    /// The card has the wrong number of bytes for its version.
+    case wrongLength(Int)
+    /// The text mixes upper and lower case.
+    case mixedCase
+    /// The text has a character outside the Bech32 alphabet.
+    case invalidCharacter
+    /// The text has no `1` separator followed by data.
+    case missingSeparator
+    /// The last character carries padding bits that are not zero.
+    case nonCanonical
+    /// The text is longer than any card.
+    case tooLong
+    /// A public key in the card is not a usable curve point.
+    case invalidKey
+    /// The label after `#` breaks the label rules.
+    case badLabel
+
+    init(_ failure: Bech32.Failure) {
+        switch failure {
+        case .tooLong: self = .tooLong
+        case .mixedCase: self = .mixedCase
+        case .missingSeparator: self = .missingSeparator
+        case .invalidCharacter: self = .invalidCharacter
+        case .badChecksum: self = .badChecksum
+        case .nonCanonicalPadding: self = .nonCanonical
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .wrongPrefix(let prefix): "expected prefix 'vault1', found '\(prefix.prefix(16))1'"
+        case .badChecksum: "bad checksum (a character was mistyped, lost or added)"
+        case .unknownVersion(let version): "unknown version \(version) (this vault reads version \(KeyCard.version))"
+        case .wrongLength(let count): "\(count) bytes where version \(KeyCard.version) has \(KeyCard.encodedLength)"
+        case .mixedCase: "it mixes upper and lower case"
+        case .invalidCharacter: "it contains a character outside the Bech32 alphabet"
+        case .missingSeparator: "it has no data after a '1' separator"
+        case .nonCanonical: "non-canonical encoding"
+        case .tooLong: "too long"
+        case .invalidKey: "a public key is not a valid curve point"
+        case .badLabel: "the label after '#' is not a valid label"
+        }
+    }
+}
+
+/// Quotes user text for an error message, escaping what could disturb a terminal.
+func quoted(_ text: String) -> String {
+    var out = "'"
+    for scalar in text.unicodeScalars.prefix(80) {
+        if scalar.properties.generalCategory == .control || scalar == "'" || scalar == "\\" {
+            out += scalar.escaped(asASCII: true)
+        } else {
+            out.unicodeScalars.append(scalar)
+        }
+    }
+    return out + (text.unicodeScalars.count > 80 ? "…'" : "'")
+}

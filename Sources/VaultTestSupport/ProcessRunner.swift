@@ -1,0 +1,114 @@
+import Foundation
+
+/// What a finished child process left behind.
+public struct ProcessResult: Sendable {
+    /// The exit status, or 128 + the signal number.
+    public let status: Int32
+    /// Everything written to standard output.
+    public let stdout: String
+    /// Everything written to standard error.
+    public let stderr: String
+    /// Standard output as bytes.
+    public let stdoutBytes: [UInt8]
+}
+
+/// Runs programs the way a user's shell would, but in a new session: the child has no
+/// controlling terminal, exactly as under CI, so every prompt must fail cleanly.
+public enum ProcessRunner {
+    /// Runs `executable` with `arguments`, feeding `stdin`, and waits for it.
+    public static func run(
+        _ executable: String, _ arguments: [String], stdin: [UInt8] = [],
+        environment: [String: String]? = nil
+    ) throws -> ProcessResult {
+        let input = try Pipe.make(), output = try Pipe.make(), errors = try Pipe.make()
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, input.read, 0)
+        posix_spawn_file_actions_adddup2(&actions, output.write, 1)
+        posix_spawn_file_actions_adddup2(&actions, errors.write, 2)
+        let pid = try spawn(executable, arguments, actions: &actions, environment: environment)
+        for fd in [input.read, output.write, errors.write] { close(fd) }
+
+        // Feed stdin from a thread while draining both outputs, so no pipe fills up.
+        let writer = Thread {
+            stdin.withUnsafeBytes { bytes in
+                var offset = 0
+                while offset < bytes.count {
+                    let count = write(input.write, bytes.baseAddress! + offset, bytes.count - offset)
+                    if count <= 0 { break }
+                    offset += count
+                }
+            }
+            close(input.write)
+        }
+        writer.start()
+        let (out, err) = drain(output.read, errors.read)
+        return ProcessResult(status: wait(pid), stdout: String(decoding: out, as: UTF8.self),
+                             stderr: String(decoding: err, as: UTF8.self), stdoutBytes: out)
+    }
+
+    static func spawn(
+        _ executable: String, _ arguments: [String], actions: inout posix_spawn_file_actions_t,
+        environment: [String: String]?
+    ) throws -> pid_t {
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        // POSIX_SPAWN_SETSID (glibc 2.26+) is a GNU extension Swift does not import.
+        let spawnSetsid: Int16 = 0x80
+        posix_spawnattr_setflags(&attributes, spawnSetsid)
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let env = (environment ?? ProcessInfo.processInfo.environment).map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { (argv + env).forEach { free($0) } }
+        var pid: pid_t = 0
+        let status = posix_spawn(&pid, executable, &actions, &attributes, argv, env)
+        guard status == 0 else {
+            throw NSError(domain: "ProcessRunner", code: Int(status),
+                          userInfo: [NSLocalizedDescriptionKey: "cannot run \(executable): \(String(cString: strerror(status)))"])
+        }
+        return pid
+    }
+
+    static func wait(_ pid: pid_t) -> Int32 {
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let signal = status & 0x7f
+        return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+    }
+
+    private static func drain(_ first: Int32, _ second: Int32) -> ([UInt8], [UInt8]) {
+        var buffers: [Int32: [UInt8]] = [first: [], second: []]
+        var open = [first, second]
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while !open.isEmpty {
+            var fds = open.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+            guard poll(&fds, nfds_t(fds.count), -1) >= 0 || errno == EINTR else { break }
+            for entry in fds where entry.revents != 0 {
+                let count = read(entry.fd, &chunk, chunk.count)
+                if count > 0 {
+                    buffers[entry.fd]!.append(contentsOf: chunk[0..<count])
+                } else if count == 0 || errno != EINTR {
+                    close(entry.fd)
+                    open.removeAll { $0 == entry.fd }
+                }
+            }
+        }
+        return (buffers[first]!, buffers[second]!)
+    }
+}
+
+struct Pipe {
+    let read: Int32
+    let write: Int32
+
+    static func make() throws -> Pipe {
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else {
+            throw NSError(domain: "ProcessRunner", code: Int(errno))
+        }
+        // Close-on-exec, so a child gets only the ends dup2'ed onto 0, 1 and 2.
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        return Pipe(read: fds[0], write: fds[1])
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+
+/// Runs a program with a pseudo-terminal as its controlling terminal, so tests can answer
+/// its prompts on /dev/tty as a person would. Standard input, output and error stay pipes.
+public final class TerminalSession {
+    private let master: Int32
+    /// Kept open until the end: with no slave open, reading the master fails with EIO, and the
+    /// child may not have opened its end yet when the test starts reading.
+    private let slave: Int32
+    private let pid: pid_t
+    private let stdoutRead: Int32
+    private let stderrRead: Int32
+    private var finished: ProcessResult?
+    /// Everything the program wrote to the terminal so far.
+    public private(set) var transcript = ""
+
+    public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
+        var masterFD: Int32 = 0, slaveFD: Int32 = 0
+        guard openpty(&masterFD, &slaveFD, nil, nil, nil) == 0 else {
+            throw NSError(domain: "TerminalSession", code: Int(errno))
+        }
+        let slaveName = String(cString: ttyname(slaveFD))
+        let output = try Pipe.make(), errors = try Pipe.make(), input = try Pipe.make()
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        // In a new session, the first terminal opened without O_NOCTTY becomes the
+        // controlling terminal: that is what /dev/tty then refers to.
+        posix_spawn_file_actions_addopen(&actions, 9, slaveName, O_RDWR, 0)
+        posix_spawn_file_actions_addclose(&actions, 9)
+        posix_spawn_file_actions_adddup2(&actions, input.read, 0)
+        posix_spawn_file_actions_adddup2(&actions, output.write, 1)
+        posix_spawn_file_actions_adddup2(&actions, errors.write, 2)
+        _ = fcntl(masterFD, F_SETFD, FD_CLOEXEC)
+        _ = fcntl(slaveFD, F_SETFD, FD_CLOEXEC)
+        pid = try ProcessRunner.spawn(executable, arguments, actions: &actions, environment: environment)
+        for fd in [output.write, errors.write, input.read, input.write] { close(fd) }
+        slave = slaveFD
+        master = masterFD
+        stdoutRead = output.read
+        stderrRead = errors.read
+    }
+
+    deinit {
+        if finished == nil { kill(pid, SIGKILL); _ = ProcessRunner.wait(pid) }
+        close(master)
+        close(slave)
+        if finished == nil { close(stdoutRead); close(stderrRead) }
+    }
+
+    /// Reads the terminal until `text` appears. Fails after `timeout` seconds.
+    public func expect(_ text: String, timeout: Double = 20) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while !transcript.contains(text) {
+            let left = Int32(max(0, deadline.timeIntervalSinceNow) * 1000)
+            var entry = pollfd(fd: master, events: Int16(POLLIN), revents: 0)
+            guard left > 0, poll(&entry, 1, left) > 0 else {
+                throw NSError(domain: "TerminalSession", code: 1, userInfo: [
+                    NSLocalizedDescriptionKey: "timed out waiting for \(text.debugDescription); terminal shows \(transcript.debugDescription)"])
+            }
+            let count = read(master, &chunk, chunk.count)
+            guard count > 0 else {
+                throw NSError(domain: "TerminalSession", code: 2, userInfo: [
+                    NSLocalizedDescriptionKey: "terminal closed before \(text.debugDescription); it showed \(transcript.debugDescription)"])
+            }
+            transcript += String(decoding: chunk[0..<count], as: UTF8.self)
+        }
+    }
+
+    /// Types `line` and Enter.
+    public func send(_ line: String) {
+        let bytes = Array((line + "\n").utf8)
+        _ = bytes.withUnsafeBytes { write(master, $0.baseAddress, $0.count) }
+    }
+
+    /// Waits for the program to exit and returns what it wrote to its pipes.
+    public func finish() -> ProcessResult {
+        if let finished { return finished }
+        let out = Self.readAll(stdoutRead), err = Self.readAll(stderrRead)
+        let result = ProcessResult(status: ProcessRunner.wait(pid), stdout: String(decoding: out, as: UTF8.self),
+                                   stderr: String(decoding: err, as: UTF8.self), stdoutBytes: out)
+        finished = result
+        return result
+    }
+
+    private static func readAll(_ fd: Int32) -> [UInt8] {
+        var all: [UInt8] = [], chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = read(fd, &chunk, chunk.count)
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 { break }
+            all.append(contentsOf: chunk[0..<count])
+        }
+        close(fd)
+        return all
+    }
+}

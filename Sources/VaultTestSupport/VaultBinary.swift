@@ -1,0 +1,62 @@
+import Foundation
+
+/// The built `vault` executable, driven in a temporary home as a user would.
+public struct VaultBinary: Sendable {
+    /// The executable's path: `$VAULT_BIN`, else `vault` beside the test bundle in the same
+    /// build folder (what `swift build` produces before `swift test` runs).
+    public static let path: String = {
+        if let explicit = ProcessInfo.processInfo.environment["VAULT_BIN"], !explicit.isEmpty { return explicit }
+        let runner = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        var directory = runner.deletingLastPathComponent()
+        // The runner may sit inside a bundle (…/vaultPackageTests.xctest/…).
+        while directory.path != "/" {
+            let candidate = directory.appendingPathComponent("vault").path
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: candidate, isDirectory: &isDirectory), !isDirectory.boolValue {
+                return candidate
+            }
+            directory.deleteLastPathComponent()
+        }
+        return "vault-binary-not-built (run 'swift build' first or set VAULT_BIN)"
+    }()
+
+    /// The home every command runs in.
+    public let home: String
+    /// Extra environment for every command.
+    public var environment: [String: String]
+
+    public init(home: String, environment: [String: String] = [:]) {
+        self.home = home
+        self.environment = environment
+    }
+
+    /// The environment a child sees: the test's own, with NO_COLOR cleared and VAULT_HOME set.
+    public var childEnvironment: [String: String] {
+        var env = ProcessInfo.processInfo.environment
+        env["NO_COLOR"] = nil
+        env["VAULT_HOME"] = home
+        env.merge(environment) { $1 }
+        return env
+    }
+
+    /// Runs `vault ARGUMENTS` with no controlling terminal.
+    @discardableResult
+    public func run(_ arguments: String..., stdin: String = "") throws -> ProcessResult {
+        try run(arguments, stdin: Array(stdin.utf8))
+    }
+
+    /// Runs `vault ARGUMENTS` with no controlling terminal.
+    public func run(_ arguments: [String], stdin: [UInt8] = []) throws -> ProcessResult {
+        try ProcessRunner.run(Self.path, arguments, stdin: stdin, environment: childEnvironment)
+    }
+
+    /// Starts `vault ARGUMENTS` with a pseudo-terminal as its controlling terminal.
+    public func interactive(_ arguments: String...) throws -> TerminalSession {
+        try TerminalSession(Self.path, arguments, environment: childEnvironment)
+    }
+
+    /// The keystore file's bytes: tests compare them before and after a refused command.
+    public func keystoreBytes() -> Data? {
+        FileManager.default.contents(atPath: home + "/vault.sqlite")
+    }
+}

@@ -1,0 +1,42 @@
+import ArgumentParser
+import VaultCore
+
+struct Passphrase: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Set, change or remove the passphrase that protects the private keys.")
+
+    @OptionGroup var home: HomeOption
+    @OptionGroup var current: PassphraseOption
+
+    @Option(help: ArgumentHelp("Read the new passphrase from the first line of this file.", valueName: "file"))
+    var newPassphraseFile: String?
+
+    @Flag(help: "Store the private keys without a passphrase (protected by the file's 0600 mode only).")
+    var remove = false
+
+    @OptionGroup var scrypt: ScryptOption
+
+    func validate() throws {
+        if remove && (newPassphraseFile != nil || scrypt.n != nil) {
+            throw ValidationError("--remove excludes --new-passphrase-file and --scrypt-n")
+        }
+    }
+
+    func run() throws {
+        let keystore = try home.openKeystore()
+        let info = try keystore.identityInfo()
+        let old = try current.passphrase(for: info)
+        // Check the current passphrase before asking for a new one.
+        _ = try keystore.unlock(passphrase: old)
+        let new: SecureBytes? = if remove {
+            nil
+        } else if let newPassphraseFile {
+            try PassphraseFile.read(newPassphraseFile)
+        } else {
+            try Terminal.passphrase(prompt: "New passphrase: ", confirm: true)
+        }
+        try keystore.changePassphrase(current: old, new: new, scrypt: scrypt.parameters())
+        Terminal.standardError(new == nil ? "the private keys are no longer passphrase-protected"
+                                          : "passphrase set")
+    }
+}

@@ -1,0 +1,184 @@
+import ArgumentParser
+import Foundation
+import VaultCore
+
+struct PeerCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "peer",
+        abstract: "Manage the peers this machine trusts.",
+        subcommands: [PeerAdd.self, PeerList.self, PeerShow.self, PeerRename.self, PeerRemove.self]
+    )
+}
+
+struct PeerAdd: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "add",
+        abstract: "Trust a peer's key card, from text, standard input or a QR code image.",
+        discussion: """
+            Compare the fingerprint shown with the one on the other person's screen before you \
+            confirm: that comparison is what makes the trust face to face.
+            """)
+
+    @OptionGroup var home: HomeOption
+
+    @Argument(help: ArgumentHelp("The card (vault1…, optionally followed by #label), or - to read it from standard input.",
+                                 valueName: "card"))
+    var card: String?
+
+    @Option(help: ArgumentHelp("Read the card from the QR code in a PNG, JPEG or PGM image.", valueName: "file"))
+    var image: String?
+
+    @Option(help: ArgumentHelp("The peer's local name (default: the label the card suggests).", valueName: "name"))
+    var label: String?
+
+    @Option(help: ArgumentHelp("Where to reach the peer when discovery does not work.", valueName: "host:port"))
+    var addr: String?
+
+    @Flag(help: "Trust without asking (for scripts).")
+    var yes = false
+
+    func run() throws {
+        let offer = try readOffer()
+        let address = try addr.map { try PeerAddress($0) }
+        guard let label = try label.map({ try Label($0) }) ?? offer.suggestedLabel else {
+            throw CLIError.missingLabel
+        }
+        let keystore = try home.openKeystore()
+        try keystore.checkNewPeer(offer.card, label: label)
+        if !yes {
+            let trusted = try Terminal.confirm(
+                "Does this fingerprint match the one on the other screen? Trust this key?",
+                details: ["peer         \(label)", "fingerprint  \(offer.card.fingerprint)"],
+                what: "trusting a key")
+            guard trusted else { throw CLIError.cancelled }
+        }
+        let peer = try keystore.addPeer(offer.card, label: label, address: address)
+        Terminal.standardError("trusted '\(peer.label)' (fingerprint \(peer.card.fingerprint))")
+    }
+
+    private func readOffer() throws -> CardOffer {
+        switch (card, image) {
+        case (nil, nil):
+            throw CLIError.cardSource("no key card given")
+        case (.some, .some):
+            throw CLIError.cardSource("give the card either as text or as --image, not both")
+        case (nil, let path?):
+            return try QRScanner.scanCard(imageAt: path)
+        case ("-"?, nil):
+            let data = FileHandle.standardInput.readData(ofLength: 4096)
+            guard let text = String(data: data, encoding: .utf8) else {
+                throw VaultError.invalidCard(.invalidCharacter)
+            }
+            guard !text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+                throw CLIError.cardSource("standard input holds no key card")
+            }
+            return try CardOffer(text: text)
+        case (let text?, nil):
+            return try CardOffer(text: text)
+        }
+    }
+}
+
+struct PeerList: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "list", abstract: "List the trusted peers.")
+
+    @OptionGroup var home: HomeOption
+
+    @Flag(help: "Print JSON.")
+    var json = false
+
+    func run() throws {
+        let peers = try home.openKeystore().peers()
+        if json { return try printJSON(peers.map(PeerJSON.init)) }
+        guard !peers.isEmpty else {
+            Terminal.standardError("no trusted peers yet; add one with 'vault peer add'")
+            return
+        }
+        let width = max(5, peers.map { $0.label.value.count }.max() ?? 0)
+        func pad(_ text: String) -> String { text + String(repeating: " ", count: width - text.count) }
+        print("\(pad("LABEL"))  FINGERPRINT                          ADDRESS")
+        for peer in peers {
+            print("\(pad(peer.label.value))  \(peer.card.fingerprint)  \(peer.address?.description ?? "-")")
+        }
+    }
+}
+
+struct PeerShow: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "show", abstract: "Show one peer's card and fingerprint.")
+
+    @OptionGroup var home: HomeOption
+
+    @Argument(help: ArgumentHelp("The peer's label.", valueName: "name"))
+    var name: String
+
+    @Flag(help: "Print JSON.")
+    var json = false
+
+    func run() throws {
+        let peer = try home.openKeystore().peer(named: name)
+        if json { return try printJSON(PeerJSON(peer)) }
+        print("label        \(peer.label)")
+        print("card         \(peer.card.text)")
+        print("fingerprint  \(peer.card.fingerprint)")
+        print("address      \(peer.address?.description ?? "-")")
+        print("added        \(ISO8601DateFormatter().string(from: peer.addedAt))")
+    }
+}
+
+struct PeerRename: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "rename", abstract: "Give a peer a new label.")
+
+    @OptionGroup var home: HomeOption
+
+    @Argument(help: ArgumentHelp("The current label.", valueName: "old"))
+    var old: String
+
+    @Argument(help: ArgumentHelp("The new label.", valueName: "new"))
+    var new: String
+
+    func run() throws {
+        let label = try Label(new)
+        try home.openKeystore().renamePeer(old, to: label)
+        Terminal.standardError("renamed '\(old)' to '\(label)'")
+    }
+}
+
+struct PeerRemove: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "remove", abstract: "Stop trusting a peer.")
+
+    @OptionGroup var home: HomeOption
+
+    @Argument(help: ArgumentHelp("The peer's label.", valueName: "name"))
+    var name: String
+
+    @Flag(help: "Remove without asking (for scripts).")
+    var yes = false
+
+    func run() throws {
+        let keystore = try home.openKeystore()
+        let peer = try keystore.peer(named: name)
+        if !yes {
+            guard try Terminal.confirm("Stop trusting '\(peer.label)'?", what: "removing a peer") else {
+                throw CLIError.cancelled
+            }
+        }
+        try keystore.removePeer(named: name)
+        Terminal.standardError("removed '\(peer.label)'")
+    }
+}
+
+struct PeerJSON: Encodable {
+    let label: String
+    let card: String
+    let fingerprint: String
+    let address: String?
+    let addedAt: Date
+
+    init(_ peer: Peer) {
+        label = peer.label.value
+        card = peer.card.text
+        fingerprint = peer.card.fingerprint
+        address = peer.address?.description
+        addedAt = peer.addedAt
+    }
+}

@@ -1,0 +1,35 @@
+import ArgumentParser
+import Foundation
+import VaultCore
+
+/// The `vault` command: parses, calls VaultCore, prints, and maps failures to exit codes.
+struct Vault: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "vault",
+        abstract: "A peer-authenticated threshold vault.",
+        discussion: "Every machine has an identity; people trust each other face to face by exchanging key cards.",
+        version: "0.1.0",
+        subcommands: [Init.self, Id.self, PeerCommand.self, Passphrase.self]
+    )
+}
+
+@main
+enum Entry {
+    static func main() {
+        // Secrets must not land in core files.
+        var noCore = rlimit(rlim_cur: 0, rlim_max: 0)
+        setrlimit(Int32(RLIMIT_CORE.rawValue), &noCore)
+        do {
+            var command = try Vault.parseAsRoot()
+            try command.run()
+        } catch {
+            if let code = Report.handle(error) { exit(code) }
+            // Help and version requests print as ArgumentParser formats them; mistakes on the
+            // command line get the same two-line shape as every other error.
+            let code = Vault.exitCode(for: error)
+            guard code == .validationFailure else { Vault.exit(withError: error) }
+            Report.usage(Vault.message(for: error))
+            exit(code.rawValue)
+        }
+    }
+}

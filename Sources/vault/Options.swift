@@ -1,0 +1,87 @@
+import ArgumentParser
+import Foundation
+import VaultCore
+
+/// `--home`, shared by every command that touches the keystore.
+struct HomeOption: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp(
+        "The keystore directory.",
+        discussion: "Default: $VAULT_HOME, else $XDG_DATA_HOME/vault, else ~/.local/share/vault.",
+        valueName: "dir"))
+    var home: String?
+
+    var vaultHome: VaultHome { VaultHome.resolve(explicit: home) }
+
+    func openKeystore() throws -> Keystore { try Keystore.open(home: vaultHome) }
+}
+
+/// `--passphrase-file`, for commands that open the private keys.
+struct PassphraseOption: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp(
+        "Read the keystore passphrase from the first line of this file instead of the terminal.",
+        valueName: "file"))
+    var passphraseFile: String?
+
+    /// The passphrase for `info`'s keys: nil when they are not protected.
+    func passphrase(for info: IdentityInfo) throws -> SecureBytes? {
+        guard info.isPassphraseProtected else { return nil }
+        if let passphraseFile { return try PassphraseFile.read(passphraseFile) }
+        do {
+            return try Terminal.passphrase(prompt: "Passphrase for \(info.label): ")
+        } catch CLIError.noTerminal {
+            throw VaultError.passphraseRequired
+        }
+    }
+
+    /// Opens the private keys, asking for the passphrase when they are protected.
+    func unlock(_ keystore: Keystore) throws -> Identity {
+        let info = try keystore.identityInfo()
+        return try keystore.unlock(passphrase: passphrase(for: info))
+    }
+}
+
+/// `--scrypt-n`, the cost of a new passphrase seal.
+struct ScryptOption: ParsableArguments {
+    @Option(name: .customLong("scrypt-n"), help: ArgumentHelp(
+        "scrypt cost N for a new passphrase: a power of two from 32768 (the default) to 4194304.",
+        valueName: "n"))
+    var n: UInt64?
+
+    func parameters() throws -> ScryptParameters {
+        try n.map { try ScryptParameters(n: $0) } ?? .default
+    }
+}
+
+/// JSON on stdout with stable key order.
+func printJSON(_ value: some Encodable) throws {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    encoder.dateEncodingStrategy = .iso8601
+    let data = try encoder.encode(value)
+    FileHandle.standardOutput.write(data + Data("\n".utf8))
+}
+
+/// Writes a new file; refuses to replace an existing one.
+func writeNewFile(_ path: String, _ bytes: [UInt8]) throws {
+    let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+    guard fd >= 0 else {
+        if errno == EEXIST { throw VaultError.fileExists(path: path) }
+        throw VaultError.fileSystem(path: path, reason: String(cString: strerror(errno)))
+    }
+    var written = 0
+    while written < bytes.count {
+        let count = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + written, $0.count - written) }
+        if count < 0 && errno == EINTR { continue }
+        guard count > 0 else {
+            let reason = String(cString: strerror(errno))
+            close(fd)
+            unlink(path)
+            throw VaultError.fileSystem(path: path, reason: reason)
+        }
+        written += count
+    }
+    guard close(fd) == 0 else {
+        unlink(path)
+        throw VaultError.fileSystem(path: path, reason: String(cString: strerror(errno)))
+    }
+}

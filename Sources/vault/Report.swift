@@ -1,0 +1,110 @@
+import Foundation
+import VaultCore
+
+/// Exit codes, documented in Docs/CLI.md.
+enum ExitStatus {
+    static let failure: Int32 = 1
+    static let cancelled: Int32 = 2
+    // 64 (EX_USAGE) for command-line mistakes comes from ArgumentParser.
+}
+
+/// Failures that belong to the command line rather than to VaultCore.
+enum CLIError: Error {
+    case confirmationRequired(what: String)
+    case cancelled
+    case missingLabel
+    case noTerminal(purpose: String, alternative: String)
+    case passphrasesDiffer
+    case cardSource(String)
+    case invalidInput(String)
+}
+
+/// Turns an error into the one `vault: error:` line, an optional `vault: hint:` line and an
+/// exit code. Returns nil for ArgumentParser's own errors (help, usage), which it prints.
+enum Report {
+    static func handle(_ error: Error) -> Int32? {
+        switch error {
+        case let error as VaultError:
+            print(error.description, hint: hint(for: error))
+            return ExitStatus.failure
+        case let error as CLIError:
+            let (message, hint) = describe(error)
+            print(message, hint: hint)
+            if case .cancelled = error { return ExitStatus.cancelled }
+            return ExitStatus.failure
+        default:
+            return nil
+        }
+    }
+
+    /// A command-line mistake, as ArgumentParser describes it.
+    static func usage(_ message: String) {
+        var line = message.split(separator: "\n").first.map(String.init) ?? "invalid command line"
+        if line.hasPrefix("Error: ") { line.removeFirst(7) }
+        if let first = line.first { line = first.lowercased() + line.dropFirst() }
+        print(line, hint: "'vault help COMMAND' shows how to use a command")
+    }
+
+    private static func print(_ message: String, hint: String?) {
+        Terminal.standardError("vault: error: \(message)")
+        if let hint { Terminal.standardError("vault: hint: \(hint)") }
+    }
+
+    private static func describe(_ error: CLIError) -> (String, String?) {
+        switch error {
+        case .confirmationRequired(let what):
+            ("\(what) needs confirmation and there is no terminal to ask on", "pass --yes to confirm in advance")
+        case .cancelled:
+            ("cancelled; nothing was changed", nil)
+        case .missingLabel:
+            ("the card carries no label", "name the peer with --label NAME")
+        case .noTerminal(let purpose, let alternative):
+            ("no terminal to ask for \(purpose)", alternative)
+        case .passphrasesDiffer:
+            ("the passphrases do not match", nil)
+        case .cardSource(let message):
+            (message, "give the card as an argument, '-' to read it from standard input, or --image FILE")
+        case .invalidInput(let message):
+            (message, nil)
+        }
+    }
+
+    static func hint(for error: VaultError) -> String? {
+        switch error {
+        case .noKeystore:
+            "run 'vault init' to create an identity, or point --home or VAULT_HOME at an existing keystore"
+        case .identityExists:
+            "pass --force to replace it; your peers will then have to import your new key card"
+        case .keystoreTooNew:
+            "upgrade vault to open this keystore"
+        case .passphraseRequired:
+            "enter it on a terminal, or pass --passphrase-file FILE"
+        case .invalidCard(let defect), .notAKeyCard(_, let defect):
+            switch defect {
+            case .unknownVersion: "this card comes from a newer vault; upgrade vault to import it"
+            case .wrongPrefix: "a key card starts with 'vault1'; ask for the output of 'vault id'"
+            default: "check the card for typing errors, or import it from its QR code with --image FILE"
+            }
+        case .invalidLabel:
+            "labels use letters, digits, spaces and . _ - @ + ' (at most 64 characters)"
+        case .ownCard:
+            "import the other person's key card; 'vault id' shows yours"
+        case .duplicatePeerKey(let label):
+            "'vault peer show \(label)' shows it"
+        case .duplicatePeerLabel:
+            "choose another name with --label NAME"
+        case .unknownPeer:
+            "'vault peer list' shows the trusted peers"
+        case .noQRCode:
+            "use a sharper image in which the whole code and its white border are visible"
+        case .fileExists:
+            "remove it or choose another name"
+        case .kdfParametersOutOfRange:
+            "--scrypt-n takes a power of two from 32768 to 4194304"
+        case .storage(let message) where message.contains("disk is full"):
+            "free some disk space; nothing was changed"
+        default:
+            nil
+        }
+    }
+}

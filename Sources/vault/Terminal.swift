@@ -1,0 +1,121 @@
+import Foundation
+import VaultCore
+
+/// Where the command line meets the person: prompts go to the controlling terminal
+/// (/dev/tty), never to stdout, so that data on stdout stays clean and stdin stays free for
+/// piped input.
+enum Terminal {
+    static func standardError(_ line: String) {
+        FileHandle.standardError.write(Data((line + "\n").utf8))
+    }
+
+    /// Colour only on a terminal, and never when NO_COLOR is set (no-color.org).
+    static var stdoutWantsColor: Bool {
+        let noColor = ProcessInfo.processInfo.environment["NO_COLOR"].map { !$0.isEmpty } ?? false
+        return !noColor && isatty(STDOUT_FILENO) == 1
+    }
+
+    /// Asks a yes/no question on the terminal. Without one, refuses: a question nobody can
+    /// answer must not default to yes.
+    /// `details` are shown first, and only when the question can be asked.
+    static func confirm(_ question: String, details: [String] = [], what: String) throws -> Bool {
+        guard let tty = TTY() else { throw CLIError.confirmationRequired(what: what) }
+        details.forEach(standardError)
+        tty.write(question + " [y/N] ")
+        let answer = tty.readLine(echo: true)?.trimmingCharacters(in: .whitespaces).lowercased()
+        return answer == "y" || answer == "yes"
+    }
+
+    /// Reads a passphrase on the terminal without echo. With `confirm`, asks twice.
+    static func passphrase(prompt: String, confirm: Bool = false) throws -> SecureBytes {
+        guard let tty = TTY() else {
+            throw CLIError.noTerminal(purpose: "a passphrase", alternative: "pass --passphrase-file FILE")
+        }
+        let first = try tty.readSecret(prompt: prompt)
+        if confirm {
+            let second = try tty.readSecret(prompt: "Repeat it: ")
+            guard first.constantTimeEquals(second) else { throw CLIError.passphrasesDiffer }
+        }
+        return first
+    }
+}
+
+/// The controlling terminal, opened read-write.
+private final class TTY {
+    private let fd: Int32
+
+    init?() {
+        fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
+        if fd < 0 { return nil }
+    }
+
+    deinit { close(fd) }
+
+    func write(_ text: String) {
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { Foundation.write(fd, $0.baseAddress, $0.count) }
+    }
+
+    func readLine(echo: Bool) -> String? {
+        var bytes: [UInt8] = []
+        var byte: UInt8 = 0
+        while read(fd, &byte, 1) == 1, byte != 0x0A, bytes.count < 4096 { bytes.append(byte) }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Reads one line with echo off into locked memory; restores the terminal even if the
+    /// user interrupts.
+    func readSecret(prompt: String) throws -> SecureBytes {
+        var saved = termios()
+        let canHideInput = tcgetattr(fd, &saved) == 0
+        if canHideInput {
+            var quiet = saved
+            quiet.c_lflag &= ~tcflag_t(ECHO)
+            quiet.c_lflag |= tcflag_t(ECHONL)
+            TerminalRestore.arm(fd: fd, settings: saved)
+            tcsetattr(fd, TCSAFLUSH, &quiet)
+        }
+        // Only now: whatever is typed after the prompt must not echo.
+        write(prompt)
+        defer {
+            if canHideInput {
+                tcsetattr(fd, TCSAFLUSH, &saved)
+                TerminalRestore.disarm()
+            }
+        }
+        let buffer = SecureBytes(count: PassphraseFile.maximumLength)
+        var length = 0
+        var byte: UInt8 = 0
+        while read(fd, &byte, 1) == 1, byte != 0x0A {
+            guard length < buffer.count else { throw CLIError.invalidInput("the passphrase is too long") }
+            buffer.withUnsafeMutableBytes { $0[length] = byte }
+            length += 1
+        }
+        byte = 0
+        if length > 0, buffer.withUnsafeBytes({ $0[length - 1] }) == 0x0D { length -= 1 }
+        return buffer.withUnsafeBytes { SecureBytes(copying: $0.prefix(length)) }
+    }
+}
+
+/// Puts the terminal's echo back if the user presses Ctrl-C at a hidden prompt.
+private enum TerminalRestore {
+    nonisolated(unsafe) static var fd: Int32 = -1
+    nonisolated(unsafe) static var settings = termios()
+
+    static func arm(fd: Int32, settings: termios) {
+        Self.fd = fd
+        Self.settings = settings
+        for sig in [SIGINT, SIGTERM, SIGHUP] {
+            signal(sig) { received in
+                if TerminalRestore.fd >= 0 { tcsetattr(TerminalRestore.fd, TCSAFLUSH, &TerminalRestore.settings) }
+                signal(received, SIG_DFL)
+                raise(received)
+            }
+        }
+    }
+
+    static func disarm() {
+        fd = -1
+        for sig in [SIGINT, SIGTERM, SIGHUP] { signal(sig, SIG_DFL) }
+    }
+}

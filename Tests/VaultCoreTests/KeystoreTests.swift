@@ -1,0 +1,143 @@
+import Foundation
+import GRDB
+import Testing
+@testable import VaultCore
+import VaultTestSupport
+
+@Suite struct KeystoreTests {
+    let directory = TemporaryDirectory()
+    var home: VaultHome { VaultHome(directory: directory.file("home")) }
+
+    func mode(_ path: String) -> mode_t {
+        var info = stat()
+        #expect(stat(path, &info) == 0)
+        return info.st_mode & 0o777
+    }
+
+    @Test func createsPrivateFilesInWALMode() throws {
+        let keystore = try Keystore.create(home: home, label: Label("alice"), passphrase: nil)
+        #expect(mode(home.directory) == 0o700)
+        #expect(mode(home.keystorePath) == 0o600)
+        let journal = try keystore.read { try String.fetchOne($0, sql: "PRAGMA journal_mode") }
+        #expect(journal == "wal")
+        // WAL mode is recorded in the file header (bytes 18 and 19 are 2), so it holds for
+        // every later connection, including other tools'.
+        let header = try #require(FileManager.default.contents(atPath: home.keystorePath)).prefix(20)
+        #expect(header[18] == 2 && header[19] == 2)
+        try keystore.addPeer(try KeyCard(text: KeyCardTests.vectorText), label: Label("v"), address: nil)
+        // The WAL and shared-memory files exist while the pool is open; they inherit 0600.
+        for suffix in ["-wal", "-shm"] where FileManager.default.fileExists(atPath: home.keystorePath + suffix) {
+            #expect(mode(home.keystorePath + suffix) == 0o600)
+        }
+    }
+
+    @Test func tightensAWidenedKeystore() throws {
+        try Keystore.create(home: home, label: Label("alice"), passphrase: nil)
+        chmod(home.directory, 0o755)
+        chmod(home.keystorePath, 0o644)
+        _ = try Keystore.open(home: home)
+        #expect(mode(home.directory) == 0o700)
+        #expect(mode(home.keystorePath) == 0o600)
+    }
+
+    @Test func resolvesHomeInOrder() {
+        let env = ["VAULT_HOME": "/v", "XDG_DATA_HOME": "/x", "HOME": "/h"]
+        #expect(VaultHome.resolve(explicit: "/e", environment: env).directory == "/e")
+        #expect(VaultHome.resolve(explicit: nil, environment: env).directory == "/v")
+        #expect(VaultHome.resolve(explicit: nil, environment: ["XDG_DATA_HOME": "/x", "HOME": "/h"]).directory == "/x/vault")
+        #expect(VaultHome.resolve(explicit: nil, environment: ["XDG_DATA_HOME": "rel", "HOME": "/h"]).directory
+            == "/h/.local/share/vault")
+        #expect(VaultHome.resolve(explicit: nil, environment: ["HOME": "/h"]).directory == "/h/.local/share/vault")
+    }
+
+    @Test func refusesASecondIdentityUnlessForced() throws {
+        let first = try Keystore.create(home: home, label: Label("alice"), passphrase: nil).identityInfo()
+        try Keystore.open(home: home).addPeer(try KeyCard(text: KeyCardTests.vectorText), label: Label("v"), address: nil)
+        #expect(throws: VaultError.identityExists(path: home.keystorePath)) {
+            try Keystore.create(home: home, label: Label("eve"), passphrase: nil)
+        }
+        #expect(try Keystore.open(home: home).identityInfo().card == first.card)
+        let second = try Keystore.create(home: home, label: Label("alice2"), passphrase: nil, force: true)
+        #expect(try second.identityInfo().card != first.card)
+        #expect(try second.identityInfo().label.value == "alice2")
+        #expect(try second.peers().count == 1)
+    }
+
+    @Test func missingKeystoreIsReported() {
+        #expect(throws: VaultError.noKeystore(path: home.keystorePath)) { try Keystore.open(home: home) }
+    }
+
+    @Test func passphraseProtectsTheKeys() throws {
+        let pass = SecureBytes(copying: Array("correct horse".utf8))
+        let keystore = try Keystore.create(home: home, label: Label("alice"), passphrase: pass)
+        let info = try keystore.identityInfo()
+        #expect(info.isPassphraseProtected && info.passphraseParameters == .default)
+        #expect(throws: VaultError.passphraseRequired) { try keystore.unlock(passphrase: nil) }
+        #expect(throws: VaultError.wrongPassphrase) {
+            try keystore.unlock(passphrase: SecureBytes(copying: Array("wrong".utf8)))
+        }
+        let identity = try keystore.unlock(passphrase: pass)
+        #expect(identity.card == info.card)
+        // The raw secret is not in the file: only its seal is.
+        let secret = identity.agreementSecret.withUnsafeBytes(Array.init)
+        let file = try #require(FileManager.default.contents(atPath: home.keystorePath))
+        #expect(file.firstRange(of: Data(secret)) == nil)
+    }
+
+    @Test func changesAndRemovesThePassphrase() throws {
+        let old = SecureBytes(copying: Array("old".utf8)), new = SecureBytes(copying: Array("new".utf8))
+        let keystore = try Keystore.create(home: home, label: Label("alice"), passphrase: old)
+        let card = try keystore.identityInfo().card
+        #expect(throws: VaultError.wrongPassphrase) { try keystore.changePassphrase(current: new, new: new) }
+        try keystore.changePassphrase(current: old, new: new, scrypt: ScryptParameters(logN: 16))
+        #expect(try keystore.identityInfo().passphraseParameters?.logN == 16)
+        #expect(throws: VaultError.wrongPassphrase) { try keystore.unlock(passphrase: old) }
+        #expect(try keystore.unlock(passphrase: new).card == card)
+        try keystore.changePassphrase(current: new, new: nil)
+        #expect(try keystore.identityInfo().isPassphraseProtected == false)
+        #expect(try keystore.unlock(passphrase: nil).card == card)
+    }
+
+    @Test func detectsKeysThatDoNotMatchTheCard() throws {
+        let keystore = try Keystore.create(home: home, label: Label("alice"), passphrase: nil)
+        try keystore.write { db in
+            try db.execute(sql: "UPDATE identity SET secret = ?", arguments: [Data(repeating: 7, count: 64)])
+        }
+        #expect(throws: VaultError.keystoreCorrupt("the private keys do not match the key card")) {
+            try keystore.unlock(passphrase: nil)
+        }
+    }
+
+    @Test func refusesAKeystoreFromANewerVault() throws {
+        let keystore = try Keystore.create(home: home, label: Label("alice"), passphrase: nil)
+        try keystore.write { db in
+            try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v99-from-the-future')")
+        }
+        #expect(throws: VaultError.keystoreTooNew(path: home.keystorePath)) { try Keystore.open(home: home) }
+    }
+
+    @Test func managesPeers() throws {
+        let keystore = try Keystore.create(home: home, label: Label("alice"), passphrase: nil)
+        let card = try KeyCard(text: KeyCardTests.vectorText)
+        let peer = try keystore.addPeer(card, label: Label("Bob"), address: PeerAddress("10.0.0.2:7733"))
+        #expect(peer.card == card && peer.address?.port == 7733)
+        #expect(try keystore.peer(named: "bob").label.value == "Bob")
+
+        #expect(throws: VaultError.duplicatePeerKey(existingLabel: "Bob")) {
+            try keystore.addPeer(card, label: Label("carol"), address: nil)
+        }
+        let other = try Identity(label: Label("c"), card: nil, secret: SecureBytes(copying: [UInt8](repeating: 3, count: 64))).card
+        #expect(throws: VaultError.duplicatePeerLabel("Bob")) { try keystore.addPeer(other, label: Label("BOB"), address: nil) }
+        #expect(throws: VaultError.ownCard) {
+            try keystore.addPeer(keystore.identityInfo().card, label: Label("me"), address: nil)
+        }
+        try keystore.addPeer(other, label: Label("carol"), address: nil)
+        #expect(throws: VaultError.duplicatePeerLabel("carol")) { try keystore.renamePeer("Bob", to: Label("Carol")) }
+        try keystore.renamePeer("bob", to: Label("Robert"))
+        try keystore.renamePeer("robert", to: Label("ROBERT"))
+        #expect(try keystore.peers().map(\.label.value) == ["carol", "ROBERT"])
+        #expect(throws: VaultError.unknownPeer("nobody")) { try keystore.removePeer(named: "nobody") }
+        try keystore.removePeer(named: "Robert")
+        #expect(try keystore.peers().map(\.label.value) == ["carol"])
+    }
+}

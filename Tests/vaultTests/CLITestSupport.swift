@@ -1,0 +1,53 @@
+import Foundation
+import Testing
+import VaultCore
+import VaultTestSupport
+
+/// One user: a temporary home and the built `vault` binary.
+final class User {
+    let directory = TemporaryDirectory("vault-cli")
+    var vault: VaultBinary
+
+    init(_ name: String = "user") {
+        vault = VaultBinary(home: directory.file("home"))
+    }
+
+    /// Runs a command that must succeed and returns its stdout.
+    @discardableResult
+    func ok(_ arguments: String..., stdin: String = "", sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
+        let result = try vault.run(arguments, stdin: Array(stdin.utf8))
+        #expect(result.status == 0, "vault \(arguments.joined(separator: " ")) failed: \(result.stderr)",
+                sourceLocation: sourceLocation)
+        return result.stdout
+    }
+
+    /// Runs a command that must fail, leaving the keystore byte for byte as it was, and
+    /// returns its stderr.
+    @discardableResult
+    func fails(_ arguments: String..., stdin: String = "", status: Int32 = 1,
+               sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
+        let before = vault.keystoreBytes()
+        let result = try vault.run(arguments, stdin: Array(stdin.utf8))
+        #expect(result.status == status, "vault \(arguments.joined(separator: " ")): status \(result.status), \(result.stderr)",
+                sourceLocation: sourceLocation)
+        #expect(result.stdout.isEmpty, "a failing command printed data: \(result.stdout)", sourceLocation: sourceLocation)
+        #expect(vault.keystoreBytes() == before, "the keystore changed", sourceLocation: sourceLocation)
+        let lines = result.stderr.split(separator: "\n")
+        #expect(lines.first?.hasPrefix("vault: error: ") == true, "\(result.stderr)", sourceLocation: sourceLocation)
+        #expect(lines.dropFirst().allSatisfy { $0.hasPrefix("vault: hint: ") }, "\(result.stderr)",
+                sourceLocation: sourceLocation)
+        return result.stderr
+    }
+
+    /// Creates the identity.
+    @discardableResult
+    func initialize(_ label: String, _ extra: String...) throws -> User {
+        let result = try vault.run(["init", "--label", label] + extra)
+        #expect(result.status == 0, "\(result.stderr)")
+        return self
+    }
+
+    func card() throws -> String {
+        try ok("id", "--format", "text").trimmingCharacters(in: .newlines)
+    }
+}

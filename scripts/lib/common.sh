@@ -1,0 +1,32 @@
+# Shared by scripts/demo and scripts/test: installs the Debian packages vault needs.
+# Sourced, not run.
+
+# What building needs (the C libraries behind the system-library targets).
+BUILD_PACKAGES=(pkg-config libsodium-dev libqrencode-dev libzbar-dev libsqlite3-dev libpng-dev libjpeg62-turbo-dev)
+# What the tests use besides: zbarimg and cjpeg as independent decoders and encoders.
+TEST_PACKAGES=(zbar-tools libjpeg-turbo-progs)
+
+if [ -t 2 ] && [ -z "${NO_COLOR:-}" ]; then
+  say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+else
+  say() { printf '==> %s\n' "$*" >&2; }
+fi
+
+# ensure_packages NAME... installs whichever are missing, running apt-get update once.
+ensure_packages() {
+  local missing=() package
+  for package in "$@"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  local sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "vault: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+    sudo=(sudo)
+  fi
+  say "installing ${missing[*]}"
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+command -v swift >/dev/null || { echo "vault: the Swift toolchain is not on PATH" >&2; exit 1; }
