@@ -25,10 +25,13 @@ let package = Package(
             linkerSettings: [.linkedLibrary("png16"), .linkedLibrary("jpeg")]
         ),
 
+        // The dispersal's region multiply-add: SIMD split-nibble tables, chosen at run time.
+        .target(name: "CVaultGF", cSettings: [.unsafeFlags(["-O3"])]),
+
         .target(
             name: "VaultCore",
             dependencies: [
-                "CSodium", "CQRencode", "CZbar", "CVaultImage",
+                "CSodium", "CQRencode", "CZbar", "CVaultImage", "CVaultGF",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),

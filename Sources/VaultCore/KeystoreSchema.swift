@@ -26,6 +26,25 @@ enum KeystoreSchema {
                 );
                 """)
         }
+        migrator.registerMigration("v2-secrets") { db in
+            try db.execute(sql: """
+                CREATE TABLE secret (
+                    id BLOB PRIMARY KEY CHECK (length(id) = 16),
+                    name TEXT,
+                    name_key TEXT UNIQUE,
+                    role INTEGER NOT NULL CHECK (role IN (0, 1)),
+                    prefix BLOB NOT NULL,
+                    box BLOB NOT NULL,
+                    stored_at INTEGER NOT NULL
+                );
+                CREATE TABLE secret_piece (
+                    secret_id BLOB NOT NULL REFERENCES secret(id) ON DELETE CASCADE,
+                    seq INTEGER NOT NULL,
+                    data BLOB NOT NULL,
+                    PRIMARY KEY (secret_id, seq)
+                ) WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 

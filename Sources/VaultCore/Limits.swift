@@ -11,6 +11,9 @@ enum Limits {
     /// A passphrase file is read up to this size.
     static let passphraseBytes = 4096
 
+    /// The largest ciphertext a bundle may describe: 1 TiB.
+    static let maximumCiphertext: UInt64 = 1 << 40
+
     /// QR modules per side drawn in the terminal and in images.
     static let qrQuietZone = 4
 }

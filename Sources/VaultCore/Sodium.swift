@@ -35,6 +35,33 @@ enum Sodium {
         return out
     }
 
+    /// Streaming BLAKE2b-256 under a domain key, for data that does not fit in memory.
+    final class Blake2b {
+        private let state: UnsafeMutableRawPointer
+
+        init(key: String) {
+            Sodium.ready
+            state = .allocate(byteCount: crypto_generichash_statebytes(), alignment: 64)
+            let keyBytes = Array(key.utf8)
+            _ = crypto_generichash_init(OpaquePointer(state), keyBytes, keyBytes.count, 32)
+        }
+
+        deinit {
+            sodium_memzero(state, crypto_generichash_statebytes())
+            state.deallocate()
+        }
+
+        func update(_ bytes: UnsafeRawBufferPointer) {
+            _ = crypto_generichash_update(OpaquePointer(state), bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(bytes.count))
+        }
+
+        func finish() -> [UInt8] {
+            var out = [UInt8](repeating: 0, count: 32)
+            _ = crypto_generichash_final(OpaquePointer(state), &out, 32)
+            return out
+        }
+    }
+
     /// Constant-time equality for secrets and MACs.
     static func equal(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         guard a.count == b.count else { return false }

@@ -55,6 +55,42 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
     /// The data does not fit in a QR code.
     case qrPayloadTooLarge(Int)
 
+    // Threshold secrets.
+    /// The secret to share breaks a rule (empty, too large, a bad field).
+    case invalidSecret(String)
+    /// k and n are out of range: 2 ≤ k ≤ n ≤ 255.
+    case invalidThreshold(k: Int, n: Int)
+    /// A share bundle or released piece failed to parse; the text says where.
+    case malformed(what: String, detail: String)
+    /// A signature did not verify.
+    case badSignature(what: String)
+    /// A bundle's dealer is not a trusted peer.
+    case untrustedDealer(fingerprint: String)
+    /// A bundle or piece is sealed to another identity.
+    case notForThisIdentity(what: String)
+    /// The keystore already holds a share of this secret.
+    case duplicateSecret(id: String)
+    /// No stored secret matches.
+    case unknownSecret(String)
+    /// More than one stored secret matches an id prefix.
+    case ambiguousSecret(String)
+    /// A peer holds no share of the secret.
+    case notAHolder(label: String)
+    /// A piece belongs to another secret.
+    case mixedSecrets(file: String, secretID: String)
+    /// Two pieces claim the same index.
+    case duplicateIndex(Int)
+    /// Fewer than k pieces survived verification; the strings name the missing holders.
+    case tooFewPieces(have: Int, need: Int, missing: [String])
+    /// The password layer did not open.
+    case wrongPassword
+    /// The secret has a password layer and no password was given.
+    case passwordRequired
+    /// The decrypted secret is inconsistent.
+    case corruptSecret(String)
+    /// The ciphertext ended early.
+    case truncated(what: String)
+
     public var description: String {
         switch self {
         case .invalidCard(let defect): "invalid key card: \(defect)"
@@ -79,6 +115,24 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
         case .noQRCode(let path): "no QR code found in \(path)"
         case .notAKeyCard(let path, let defect): "the QR code in \(path) is not a vault key card (\(defect))"
         case .qrPayloadTooLarge(let count): "\(count) bytes do not fit in a QR code"
+        case .invalidSecret(let detail): "invalid secret: \(detail)"
+        case .invalidThreshold(let k, let n): "threshold \(k) of \(n) holders is out of range (2 ≤ k ≤ n ≤ 255)"
+        case .malformed(let what, let detail): "\(what) is malformed: \(detail)"
+        case .badSignature(let what): "the dealer's signature on \(what) does not verify"
+        case .untrustedDealer(let fingerprint): "the dealer is not a trusted peer (fingerprint \(fingerprint))"
+        case .notForThisIdentity(let what): "\(what) is sealed to another identity"
+        case .duplicateSecret(let id): "the keystore already holds a share of secret \(id)"
+        case .unknownSecret(let name): "no secret matches \(quoted(name))"
+        case .ambiguousSecret(let name): "more than one secret matches \(quoted(name))"
+        case .notAHolder(let label): "\(quoted(label)) holds no share of this secret"
+        case .mixedSecrets(let file, let id): "\(file) is a piece of another secret (\(id))"
+        case .duplicateIndex(let index): "two pieces claim holder index \(index)"
+        case .tooFewPieces(let have, let need, let missing):
+            "only \(have) verified piece\(have == 1 ? "" : "s"), \(need) needed" + (missing.isEmpty ? "" : "; missing: \(missing.joined(separator: ", "))")
+        case .wrongPassword: "wrong password"
+        case .passwordRequired: "the secret has a password layer and no password was given"
+        case .corruptSecret(let detail): "the secret is corrupt: \(detail)"
+        case .truncated(let what): "\(what) is truncated"
         }
     }
 }

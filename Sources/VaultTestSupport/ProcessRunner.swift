@@ -10,6 +10,8 @@ public struct ProcessResult: Sendable {
     public let stderr: String
     /// Standard output as bytes.
     public let stdoutBytes: [UInt8]
+    /// The child's peak resident memory in KiB (0 where unknown).
+    public var maximumResidentKiB: Int = 0
 }
 
 /// Runs programs the way a user's shell would, but in a new session: the child has no
@@ -44,8 +46,12 @@ public enum ProcessRunner {
         }
         writer.start()
         let (out, err) = drain(output.read, errors.read)
-        return ProcessResult(status: wait(pid), stdout: String(decoding: out, as: UTF8.self),
-                             stderr: String(decoding: err, as: UTF8.self), stdoutBytes: out)
+        var usage = rusage()
+        let status = wait(pid, usage: &usage)
+        var result = ProcessResult(status: status, stdout: String(decoding: out, as: UTF8.self),
+                                   stderr: String(decoding: err, as: UTF8.self), stdoutBytes: out)
+        result.maximumResidentKiB = usage.ru_maxrss
+        return result
     }
 
     static func spawn(
@@ -71,8 +77,13 @@ public enum ProcessRunner {
     }
 
     static func wait(_ pid: pid_t) -> Int32 {
+        var usage = rusage()
+        return wait(pid, usage: &usage)
+    }
+
+    static func wait(_ pid: pid_t, usage: inout rusage) -> Int32 {
         var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}
         let signal = status & 0x7f
         return signal == 0 ? (status >> 8) & 0xff : 128 + signal
     }

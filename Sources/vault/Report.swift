@@ -17,6 +17,7 @@ enum CLIError: Error {
     case passphrasesDiffer
     case cardSource(String)
     case invalidInput(String)
+    case unavailable(String, hint: String)
 }
 
 /// Turns an error into the one `vault: error:` line, an optional `vault: hint:` line and an
@@ -66,6 +67,8 @@ enum Report {
             (message, "give the card as an argument, '-' to read it from standard input, or --image FILE")
         case .invalidInput(let message):
             (message, nil)
+        case .unavailable(let message, let hint):
+            (message, hint)
         }
     }
 
@@ -97,10 +100,16 @@ enum Report {
             "'vault peer list' shows the trusted peers"
         case .noQRCode:
             "use a sharper image in which the whole code and its white border are visible"
-        case .fileExists:
-            "remove it or choose another name"
         case .kdfParametersOutOfRange:
             "--scrypt-n takes a power of two from 32768 to 4194304"
+        case .tooFewPieces:
+            "ask other holders to run 'vault secrets release ID --for YOU -o FILE' and pass their files with --piece"
+        case .untrustedDealer:
+            "import the dealer's key card first ('vault peer add'), comparing fingerprints"
+        case .wrongPassword, .passwordRequired:
+            "the password layer was set by the dealer; --password-file FILE reads it from a file"
+        case .fileExists where true:
+            "remove it, choose another name, or pass --force where the command offers it"
         case .storage(let message) where message.contains("disk is full"):
             "free some disk space; nothing was changed"
         default:

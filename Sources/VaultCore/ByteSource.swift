@@ -1,0 +1,154 @@
+import Foundation
+
+/// Something to read a stream from, a buffer at a time.
+public protocol ByteSource {
+    /// Reads up to `buffer.count` bytes; returns 0 only at the end.
+    mutating func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int
+}
+
+extension ByteSource {
+    /// Reads exactly `count` bytes, or fewer only at the end.
+    mutating func readFully(_ count: Int) throws -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: count)
+        var filled = 0
+        while filled < count {
+            let got = try out.withUnsafeMutableBytes { try read(into: UnsafeMutableRawBufferPointer(rebasing: $0[filled...])) }
+            if got == 0 { break }
+            filled += got
+        }
+        return filled == count ? out : Array(out[0..<filled])
+    }
+}
+
+/// A file descriptor read to its end: a file, a pipe, standard input.
+public final class FileSource: ByteSource {
+    private let fd: Int32
+    private let owned: Bool
+    /// The path shown in errors.
+    public let path: String
+
+    /// Opens `path` for reading.
+    public init(path: String) throws(VaultError) {
+        fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw .fileSystem(path: path, reason: String(cString: strerror(errno))) }
+        owned = true
+        self.path = path
+    }
+
+    /// Reads standard input.
+    public init(standardInput: ()) {
+        fd = STDIN_FILENO
+        owned = false
+        path = "standard input"
+    }
+
+    deinit { if owned { close(fd) } }
+
+    /// The file's size, when it is a regular file.
+    public var size: UInt64? {
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
+        return UInt64(info.st_size)
+    }
+
+    public func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        while true {
+            let count = Foundation.read(fd, buffer.baseAddress, buffer.count)
+            if count >= 0 { return count }
+            if errno != EINTR { throw VaultError.fileSystem(path: path, reason: String(cString: strerror(errno))) }
+        }
+    }
+}
+
+/// Bytes in memory, read as a stream.
+public struct BytesSource: ByteSource {
+    private let bytes: [UInt8]
+    private var offset = 0
+
+    public init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    public mutating func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        let count = min(buffer.count, bytes.count - offset)
+        bytes.withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress! + offset, byteCount: count) }
+        offset += count
+        return count
+    }
+}
+
+/// A secret in locked memory, read as a stream (a shared key's 32 bytes).
+public struct SecureBytesSource: ByteSource {
+    private let bytes: SecureBytes
+    private var offset = 0
+
+    public init(_ bytes: SecureBytes) { self.bytes = bytes }
+
+    public mutating func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        let count = min(buffer.count, bytes.count - offset)
+        bytes.withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress! + offset, byteCount: count) }
+        offset += count
+        return count
+    }
+}
+
+/// A new file written front to back, with one positional write to fill in a reserved
+/// prefix. Created at 0600 and never over an existing file; removed unless committed.
+public final class OutputFile {
+    /// The path.
+    public let path: String
+    private var fd: Int32
+    private var committed = false
+
+    /// Creates `path`, refusing an existing file unless `replace`, in which case the new
+    /// content goes to a temporary name in the same directory and replaces the old file
+    /// only at ``commit()``.
+    public init(path: String, replace: Bool = false, mode: mode_t = 0o600) throws(VaultError) {
+        self.path = path
+        finalPath = path
+        if replace {
+            temporaryPath = path + ".vault-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        } else {
+            temporaryPath = nil
+        }
+        fd = open(temporaryPath ?? path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
+        guard fd >= 0 else {
+            if errno == EEXIST { throw .fileExists(path: path) }
+            throw .fileSystem(path: path, reason: String(cString: strerror(errno)))
+        }
+    }
+
+    private let finalPath: String
+    private let temporaryPath: String?
+
+    deinit {
+        if fd >= 0 { close(fd) }
+        if !committed { unlink(temporaryPath ?? finalPath) }
+    }
+
+    /// Appends bytes.
+    public func write(_ bytes: UnsafeRawBufferPointer) throws(VaultError) {
+        var offset = 0
+        while offset < bytes.count {
+            let count = Foundation.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { throw .fileSystem(path: path, reason: String(cString: strerror(errno))) }
+            offset += count
+        }
+    }
+
+    /// Writes bytes at an offset already written (a reserved prefix).
+    func write(_ bytes: [UInt8], at position: UInt64) throws(VaultError) {
+        let count = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress!, $0.count, off_t(position)) }
+        guard count == bytes.count else { throw .fileSystem(path: path, reason: String(cString: strerror(errno))) }
+    }
+
+    /// Flushes to disk, closes, and keeps the file.
+    public func commit() throws(VaultError) {
+        guard fsync(fd) == 0 else { throw .fileSystem(path: path, reason: String(cString: strerror(errno))) }
+        close(fd)
+        fd = -1
+        if let temporaryPath, rename(temporaryPath, finalPath) != 0 {
+            throw .fileSystem(path: path, reason: String(cString: strerror(errno)))
+        }
+        committed = true
+    }
+}

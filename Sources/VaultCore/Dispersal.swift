@@ -1,0 +1,145 @@
+import CVaultGF
+
+/// Rabin's information dispersal over GF(2^8): any k of n pieces rebuild the data, each
+/// piece about 1/k of it (Krawczyk, "Secret sharing made short").
+///
+/// The data is cut into stripes of k·L bytes, L = 65536; the last stripe holds the
+/// remaining r bytes with L' = ceil(r / k), zero-padded to k·L'. A stripe's rows are its k
+/// consecutive L-byte (or L'-byte) slices d_0 … d_{k-1}. Piece j (x = j, 1 … n) gets, per
+/// stripe, Σ_i x^i · d_i. Any k rows of this Vandermonde matrix are invertible because the
+/// x are distinct and non-zero. The data is ciphertext, so this need not be constant-time;
+/// the kernel is in CVaultGF.
+enum Dispersal {
+    static let segmentLength = 65536
+
+    /// The bytes of one piece for `dataLength` bytes of data.
+    static func pieceLength(dataLength: UInt64, k: Int) -> UInt64 {
+        let stripe = UInt64(k * segmentLength)
+        let rest = dataLength % stripe
+        return dataLength / stripe * UInt64(segmentLength) + (rest + UInt64(k) - 1) / UInt64(k)
+    }
+
+    /// Segment lengths of a piece, stripe by stripe, for `dataLength` bytes of data.
+    static func segments(dataLength: UInt64, k: Int) -> (full: UInt64, last: Int, lastData: Int) {
+        let stripe = UInt64(k * segmentLength)
+        let rest = Int(dataLength % stripe)
+        return (dataLength / stripe, (rest + k - 1) / k, rest)
+    }
+
+    /// Row x of the encoding matrix: 1, x, x², …, x^(k-1).
+    static func row(x: UInt8, k: Int) -> [UInt8] {
+        var row = [UInt8](repeating: 1, count: k)
+        for i in 1..<max(k, 1) { row[i] = GF256.mul(row[i - 1], x) }
+        return row
+    }
+
+    /// Cuts data into stripes and emits each stripe's n segments.
+    final class Encoder {
+        let k: Int, n: Int
+        private let matrix: [[UInt8]]
+        private var stripe: [UInt8]
+        private var filled = 0
+        private var outputs: [[UInt8]]
+        private let emit: (Int, UnsafeRawBufferPointer) throws -> Void
+
+        /// `emit(j, segment)` receives piece j's next segment (j from 1 to n).
+        init(k: Int, n: Int, emit: @escaping (Int, UnsafeRawBufferPointer) throws -> Void) {
+            precondition(k >= 1 && k <= n && n <= 255)
+            self.k = k
+            self.n = n
+            self.emit = emit
+            matrix = (1...n).map { Dispersal.row(x: UInt8($0), k: k) }
+            stripe = [UInt8](repeating: 0, count: k * Dispersal.segmentLength)
+            outputs = Array(repeating: [UInt8](repeating: 0, count: Dispersal.segmentLength), count: n)
+        }
+
+        func write(_ bytes: UnsafeRawBufferPointer) throws {
+            var offset = 0
+            while offset < bytes.count {
+                let take = min(bytes.count - offset, stripe.count - filled)
+                stripe.withUnsafeMutableBytes { ($0.baseAddress! + filled).copyMemory(from: bytes.baseAddress! + offset, byteCount: take) }
+                filled += take
+                offset += take
+                if filled == stripe.count { try encode(segment: Dispersal.segmentLength) }
+            }
+        }
+
+        /// Encodes the partial last stripe, if any.
+        func finish() throws {
+            guard filled > 0 else { return }
+            let segment = (filled + k - 1) / k
+            for i in filled..<k * segment { stripe[i] = 0 }
+            try encode(segment: segment)
+        }
+
+        private func encode(segment: Int) throws {
+            try stripe.withUnsafeBytes { rows in
+                for j in 0..<n {
+                    try outputs[j].withUnsafeMutableBytes { out in
+                        out.baseAddress!.initializeMemory(as: UInt8.self, repeating: 0, count: segment)
+                        let target = out.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                        for i in 0..<k {
+                            vault_gf_mul_add(target, rows.baseAddress!.assumingMemoryBound(to: UInt8.self) + i * segment,
+                                             segment, matrix[j][i])
+                        }
+                        try emit(j + 1, UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(out)[0..<segment]))
+                    }
+                }
+            }
+            filled = 0
+        }
+    }
+
+    /// Rebuilds stripes from k pieces.
+    struct Decoder {
+        let k: Int
+        private let inverse: [[UInt8]]
+
+        /// A decoder for the pieces with these x (k distinct values in 1 … 255).
+        init(xs: [UInt8]) {
+            precondition(!xs.isEmpty && Set(xs).count == xs.count && !xs.contains(0))
+            k = xs.count
+            inverse = Dispersal.invert(xs.map { Dispersal.row(x: $0, k: xs.count) })
+        }
+
+        /// One stripe: `segments[j]` is the segment of the piece with x = xs[j], all of
+        /// equal length; `output` receives k × that length bytes.
+        func decode(_ segments: [UnsafeRawBufferPointer], into output: UnsafeMutableRawBufferPointer) {
+            let length = segments[0].count
+            precondition(segments.count == k && segments.allSatisfy { $0.count == length } && output.count >= k * length)
+            output.baseAddress!.initializeMemory(as: UInt8.self, repeating: 0, count: k * length)
+            let target = output.baseAddress!.assumingMemoryBound(to: UInt8.self)
+            for i in 0..<k {
+                for j in 0..<k {
+                    vault_gf_mul_add(target + i * length, segments[j].baseAddress!.assumingMemoryBound(to: UInt8.self),
+                                     length, inverse[i][j])
+                }
+            }
+        }
+    }
+
+    /// Gauss-Jordan inversion over GF(2^8). The matrix is public (it depends on the x only).
+    static func invert(_ matrix: [[UInt8]]) -> [[UInt8]] {
+        let size = matrix.count
+        var a = matrix
+        var inverse = (0..<size).map { i in (0..<size).map { UInt8($0 == i ? 1 : 0) } }
+        for column in 0..<size {
+            let pivot = (column..<size).first { a[$0][column] != 0 }!
+            a.swapAt(column, pivot)
+            inverse.swapAt(column, pivot)
+            let scale = GF256.inverse(a[column][column])
+            for c in 0..<size {
+                a[column][c] = GF256.mul(a[column][c], scale)
+                inverse[column][c] = GF256.mul(inverse[column][c], scale)
+            }
+            for row in 0..<size where row != column && a[row][column] != 0 {
+                let factor = a[row][column]
+                for c in 0..<size {
+                    a[row][c] ^= GF256.mul(factor, a[column][c])
+                    inverse[row][c] ^= GF256.mul(factor, inverse[column][c])
+                }
+            }
+        }
+        return inverse
+    }
+}

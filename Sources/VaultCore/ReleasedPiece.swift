@@ -1,0 +1,137 @@
+import Foundation
+
+/// A holder's piece, re-sealed for one other holder of the same secret:
+///
+///     "VLTP" ‖ version 0x01 ‖ header length (4) ‖ header ‖ nonce (24) ‖ box (112) ‖ sealed piece
+///     header = secret id (16) ‖ from index (1) ‖ to index (1) ‖ sender card (65)
+///              ‖ recipient X25519 key (32) ‖ piece length (8)
+///
+/// The box is `crypto_box` from sender to recipient over key share ‖ piece key ‖
+/// BLAKE2b(header): it binds the release to this secret and this requester. The piece and
+/// key share are checked by the recipient against the dealer's signed header.
+public enum ReleasedPiece {
+    static let magic: [UInt8] = Array("VLTP".utf8)
+    static let version: UInt8 = 1
+    static let headerLength = 16 + 1 + 1 + KeyCard.encodedLength + 32 + 8
+
+    struct Header: Equatable {
+        let secretID: [UInt8]
+        let from: Int
+        let to: Int
+        let sender: KeyCard
+        let recipientKey: [UInt8]
+        let pieceLength: UInt64
+
+        func encoded() -> [UInt8] {
+            var w = ByteWriter()
+            w.raw(secretID)
+            w.u8(UInt8(from))
+            w.u8(UInt8(to))
+            w.raw(sender.encoded)
+            w.raw(recipientKey)
+            w.u64(pieceLength)
+            return w.bytes
+        }
+
+        var hash: [UInt8] { Sodium.blake2b(key: "vault/v1/release", encoded()) }
+    }
+
+    /// Writes this holder's piece of `secret`, re-sealed to `recipient`, into `output`.
+    public static func release(
+        _ secret: StoredSecret, to recipient: Peer, keystore: Keystore, identity: Identity, output: OutputFile,
+        random: some RandomSource = SecureRandom()
+    ) throws {
+        let header = secret.header
+        guard let to = header.index(of: recipient.card.agreementKey), to != header.holderIndex else {
+            throw VaultError.notAHolder(label: recipient.label.value)
+        }
+        let (keyShare, pieceKey) = try ShareBundle.openBox(secret.box, header: header, holder: identity)
+        let pieceLength = Dispersal.pieceLength(dataLength: header.ciphertextLength, k: header.threshold)
+        let releaseHeader = Header(secretID: header.secretID, from: header.holderIndex, to: to, sender: identity.card,
+                                   recipientKey: recipient.card.agreementKey, pieceLength: pieceLength)
+        let newKey = random.secureBytes(32)
+        var w = ByteWriter()
+        w.raw(magic)
+        w.u8(version)
+        w.u32(UInt32(headerLength))
+        w.raw(releaseHeader.encoded())
+        w.raw(Box.seal([keyShare, newKey, SecureBytes(copying: releaseHeader.hash)], to: recipient.card.agreementKey,
+                       from: identity, random: random))
+        try w.bytes.withUnsafeBytes { try output.write($0) }
+
+        // Re-seal the stored piece under the new key, checking it against the commitment.
+        let hasher = BundleHeader.commitmentHasher()
+        let sealer = try StreamSealer(key: newKey) { try output.write($0) }
+        let opener = StreamOpener(key: pieceKey) { piece in
+            hasher.update(piece)
+            try sealer.write(piece)
+        }
+        try keystore.withSealedPiece(secret) { source in
+            var buffer = [UInt8](repeating: 0, count: SecretStream.sealedChunkLength)
+            while true {
+                let count = try buffer.withUnsafeMutableBytes { try source.read(into: $0) }
+                if count == 0 { break }
+                try buffer.withUnsafeBytes { try opener.write(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+            }
+        }
+        try opener.finish()
+        try sealer.finish()
+        guard Sodium.equal(hasher.finish(), header.commitments[header.holderIndex - 1]) else {
+            throw VaultError.keystoreCorrupt("the stored piece does not match its commitment")
+        }
+    }
+
+    /// A released piece file, parsed and opened: its key share and piece key, and where its
+    /// sealed piece starts.
+    struct Opened {
+        let header: Header
+        let keyShare: SecureBytes
+        let pieceKey: SecureBytes
+        let bodyOffset: Int
+    }
+
+    /// Opens the release in `path` for `secret`'s holder `identity`, refusing one for
+    /// another secret, another requester, or from a key that is not the claimed holder.
+    static func open(path: String, secret: BundleHeader, identity: Identity) throws -> Opened {
+        var source = try FileSource(path: path)
+        let start = try source.readFully(9)
+        guard start.count == 9, Array(start[0..<4]) == magic else {
+            throw VaultError.malformed(what: path, detail: "not a released vault piece")
+        }
+        guard start[4] == version else { throw VaultError.malformed(what: path, detail: "unknown version \(start[4])") }
+        let length = Int(start[5...].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+        guard length == headerLength else { throw VaultError.malformed(what: path, detail: "wrong header length") }
+        var reader = ByteReader(try source.readFully(length))
+        let header: Header
+        do {
+            header = Header(secretID: try reader.raw(16), from: Int(try reader.u8()), to: Int(try reader.u8()),
+                            sender: try KeyCard(encoded: try reader.raw(KeyCard.encodedLength)),
+                            recipientKey: try reader.raw(32), pieceLength: try reader.u64())
+        } catch is ByteReader.Failure {
+            throw VaultError.truncated(what: path)
+        } catch {
+            throw VaultError.malformed(what: path, detail: "the sender's card is invalid")
+        }
+        guard header.secretID == secret.secretID else {
+            throw VaultError.mixedSecrets(file: path, secretID: header.secretID.map { String(format: "%02x", $0) }.joined())
+        }
+        guard Sodium.equal(header.recipientKey, identity.card.agreementKey), header.to == secret.holderIndex else {
+            throw VaultError.notForThisIdentity(what: path)
+        }
+        guard header.from >= 1, header.from <= secret.count, header.from != secret.holderIndex,
+              secret.index(of: header.sender.agreementKey) == header.from else {
+            throw VaultError.malformed(what: path, detail: "its sender is not holder \(header.from) of this secret")
+        }
+        guard header.pieceLength == Dispersal.pieceLength(dataLength: secret.ciphertextLength, k: secret.threshold) else {
+            throw VaultError.malformed(what: path, detail: "wrong piece length")
+        }
+        let box = try source.readFully(ShareBundle.bodyPrefixLength)
+        guard box.count == ShareBundle.bodyPrefixLength else { throw VaultError.truncated(what: path) }
+        guard let plain = Box.open(box, from: header.sender.agreementKey, to: identity), plain.count == 96,
+              Sodium.equal(plain.slice(64..<96).withUnsafeBytes(Array.init), header.hash) else {
+            throw VaultError.malformed(what: path, detail: "its sealed keys do not open or belong to another release")
+        }
+        return Opened(header: header, keyShare: plain.slice(0..<32), pieceKey: plain.slice(32..<64),
+                      bodyOffset: 9 + headerLength + ShareBundle.bodyPrefixLength)
+    }
+}

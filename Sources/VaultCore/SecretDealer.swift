@@ -1,0 +1,129 @@
+import Foundation
+
+/// What to share, with whom, and how.
+public struct ShareRequest {
+    /// The kind of secret.
+    public var type: SecretType
+    /// Encrypted fields besides the content.
+    public var metadata: SecretMetadata
+    /// Public text stored in every header.
+    public var description: String
+    /// k: pieces needed to recover.
+    public var threshold: Int
+    /// The other holders, in index order from 2; the dealer is index 1.
+    public var holders: [(label: Label, card: KeyCard)]
+    /// Publish every holder's label in the headers.
+    public var publishLabels: Bool
+    /// A password layer, when given.
+    public var password: SecureBytes?
+    /// The password layer's scrypt cost.
+    public var scrypt: ScryptParameters
+    /// The secret this one replaces (resharing).
+    public var replaces: [UInt8]?
+
+    public init(type: SecretType, metadata: SecretMetadata = SecretMetadata(), description: String = "",
+                threshold: Int, holders: [(label: Label, card: KeyCard)], publishLabels: Bool = false,
+                password: SecureBytes? = nil, scrypt: ScryptParameters = .default, replaces: [UInt8]? = nil) {
+        self.type = type
+        self.metadata = metadata
+        self.description = description
+        self.threshold = threshold
+        self.holders = holders
+        self.publishLabels = publishLabels
+        self.password = password
+        self.scrypt = scrypt
+        self.replaces = replaces
+    }
+}
+
+/// Turns a secret into n share bundles: encrypt under a fresh data key, split the key with
+/// Shamir, disperse the ciphertext, seal one bundle to each holder.
+public enum SecretDealer {
+    /// Streams `content` through the layers into `outputs` (index order: the dealer's own
+    /// first, then `request.holders`). Returns the dealer's header. The outputs are written
+    /// but not committed: the caller commits them once it has also stored its own share.
+    public static func share(
+        _ request: ShareRequest, content: inout some ByteSource, dealer: Identity, outputs: [OutputFile],
+        random: some RandomSource = SecureRandom()
+    ) throws -> [BundleHeader] {
+        let n = request.holders.count + 1, k = request.threshold
+        guard k >= 2, k <= n, n <= 255 else { throw VaultError.invalidThreshold(k: k, n: n) }
+        precondition(outputs.count == n)
+        guard request.description.utf8.count <= BundleHeader.maximumDescription else {
+            throw VaultError.invalidSecret("the description is longer than \(BundleHeader.maximumDescription) bytes")
+        }
+        try request.metadata.validate()
+        let holders: [(label: Label, card: KeyCard)] = [(dealer.label, dealer.card)] + request.holders
+        guard Set(holders.map(\.card.agreementKey)).count == n else {
+            throw VaultError.invalidSecret("a holder appears twice")
+        }
+
+        let secretID = random.bytes(16)
+        let dataKey = random.secureBytes(32)
+        let keyShares = Shamir.split(dataKey, threshold: k, count: n, random: random)
+        let pieceKeys = (0..<n).map { _ in random.secureBytes(32) }
+
+        // The prefix and box have a size known now; reserve them and fill them in at the end.
+        func header(index: Int, ciphertextLength: UInt64, commitments: [[UInt8]], keys: [[UInt8]]) -> BundleHeader {
+            BundleHeader(
+                secretID: secretID, createdAt: UInt64(Date().timeIntervalSince1970), type: request.type,
+                description: request.description, threshold: k, count: n, holderIndex: index,
+                ciphertextLength: ciphertextLength, dealer: dealer.card, holderKey: holders[index - 1].card.agreementKey,
+                passwordProtected: request.password != nil, replaces: request.replaces,
+                labels: request.publishLabels ? holders.map(\.label) : nil, commitments: commitments,
+                possessionKeys: keys, holderTags: holders.map { BundleHeader.holderTag(secretID: secretID, agreementKey: $0.card.agreementKey) })
+        }
+        let zero = [[UInt8]](repeating: [UInt8](repeating: 0, count: 32), count: n)
+        let reserved = ShareBundle.prefix(header: header(index: 1, ciphertextLength: 0, commitments: zero, keys: zero),
+                                          signer: dealer).count + ShareBundle.bodyPrefixLength
+        for output in outputs { try [UInt8](repeating: 0, count: reserved).withUnsafeBytes { try output.write($0) } }
+
+        // ciphertext → dispersal → per piece: commitment hash and sealed piece stream.
+        let hashers = (0..<n).map { _ in BundleHeader.commitmentHasher() }
+        let pieceSealers = try (0..<n).map { j in try StreamSealer(key: pieceKeys[j]) { try outputs[j].write($0) } }
+        let encoder = Dispersal.Encoder(k: k, n: n) { j, segment in
+            hashers[j - 1].update(segment)
+            try pieceSealers[j - 1].write(segment)
+        }
+        var ciphertextLength: UInt64 = 0
+        let outer = try StreamSealer(key: dataKey) { chunk in
+            ciphertextLength += UInt64(chunk.count)
+            guard ciphertextLength <= Limits.maximumCiphertext else { throw VaultError.invalidSecret("larger than 1 TiB") }
+            try encoder.write(chunk)
+        }
+        let salt = random.bytes(PasswordLayer.saltLength)
+        try PasswordLayer.header(parameters: request.password.map { _ in request.scrypt }, salt: salt)
+            .withUnsafeBytes { try outer.write($0) }
+        let inner = try request.password.map { password in
+            try StreamSealer(key: request.scrypt.deriveKey(passphrase: password, salt: salt), emit: outer.write)
+        }
+        let payload: (UnsafeRawBufferPointer) throws -> Void = inner?.write ?? outer.write
+        try PayloadHeader.encode(type: request.type, metadata: request.metadata).withUnsafeBytes { try payload($0) }
+        var buffer = [UInt8](repeating: 0, count: SecretStream.chunkLength)
+        defer { buffer.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) } }
+        while true {
+            let count = try buffer.withUnsafeMutableBytes { try content.read(into: $0) }
+            if count == 0 { break }
+            try buffer.withUnsafeBytes { try payload(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+        }
+        try inner?.finish()
+        try outer.finish()
+        try encoder.finish()
+        try pieceSealers.forEach { try $0.finish() }
+
+        let commitments = hashers.map { $0.finish() }
+        let possessionKeys = (0..<n).map { j in
+            BundleHeader.possessionKeyPair(secretID: secretID, index: j + 1, keyShare: keyShares[j], commitment: commitments[j]).publicKey
+        }
+        var headers: [BundleHeader] = []
+        for j in 0..<n {
+            let final = header(index: j + 1, ciphertextLength: ciphertextLength, commitments: commitments, keys: possessionKeys)
+            let prefix = ShareBundle.prefix(header: final, signer: dealer)
+            let box = ShareBundle.sealBox(keyShare: keyShares[j], pieceKey: pieceKeys[j], header: final, dealer: dealer, random: random)
+            precondition(prefix.count + box.count == reserved)
+            try outputs[j].write(prefix + box, at: 0)
+            headers.append(final)
+        }
+        return headers
+    }
+}

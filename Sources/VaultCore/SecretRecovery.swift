@@ -1,0 +1,228 @@
+import Foundation
+
+/// What recovery did with each piece.
+public struct PieceOutcome: Sendable {
+    /// Where the piece came from: "your share" or a file.
+    public let source: String
+    /// The holder index it claims.
+    public let index: Int?
+    /// Nil if it verified; otherwise why it was set aside.
+    public let problem: String?
+}
+
+/// A recovered secret's type and encrypted fields; its content went to the output.
+public struct RecoveredSecret: Sendable {
+    /// The kind of secret.
+    public let type: SecretType
+    /// Its encrypted fields.
+    public let metadata: SecretMetadata
+    /// Every piece considered, with what became of it.
+    public let pieces: [PieceOutcome]
+}
+
+/// Rebuilds a secret from this holder's share and pieces released by others.
+public enum SecretRecovery {
+    /// Verifies every piece against the dealer's signed header, then combines k good ones.
+    ///
+    /// A piece that fails is reported as forged and left out; recovery goes on while k good
+    /// pieces remain. Output receives only authenticated plaintext; when it fails part way,
+    /// the caller discards what it wrote.
+    public static func recover(
+        _ secret: StoredSecret, keystore: Keystore, identity: Identity, pieceFiles: [String],
+        password: @escaping () throws -> SecureBytes, metadataReady: @escaping (SecretMetadata) throws -> Void = { _ in },
+        output: @escaping (UnsafeRawBufferPointer) throws -> Void
+    ) throws -> RecoveredSecret {
+        let header = secret.header
+        let own = try ShareBundle.openBox(secret.box, header: header, holder: identity)
+        var candidates = [Candidate(index: header.holderIndex, keyShare: own.keyShare, pieceKey: own.pieceKey,
+                                    source: "your share", file: nil)]
+        for path in pieceFiles {
+            let opened = try ReleasedPiece.open(path: path, secret: header, identity: identity)
+            guard !candidates.contains(where: { $0.index == opened.header.from }) else {
+                throw VaultError.duplicateIndex(opened.header.from)
+            }
+            candidates.append(Candidate(index: opened.header.from, keyShare: opened.keyShare, pieceKey: opened.pieceKey,
+                                        source: path, file: (path, opened.bodyOffset)))
+        }
+
+        let pieceLength = Dispersal.pieceLength(dataLength: header.ciphertextLength, k: header.threshold)
+        let sealedLength = SecretStream.sealedLength(plaintext: pieceLength)
+        var outcomes: [PieceOutcome] = []
+        var good: [Candidate] = []
+        for candidate in candidates {
+            let problem = try candidate.file == nil
+                ? keystore.withSealedPiece(secret) { try verify(candidate, header: header, sealedLength: sealedLength, source: $0) }
+                : verify(candidate, header: header, sealedLength: sealedLength,
+                         source: FileSource.skipping(candidate.file!.offset, of: candidate.file!.path))
+            outcomes.append(PieceOutcome(source: candidate.source, index: candidate.index, problem: problem))
+            if problem == nil { good.append(candidate) }
+        }
+        guard good.count >= header.threshold else {
+            let present = Set(good.map(\.index))
+            let missing = (1...header.count).filter { !present.contains($0) }.map { index in
+                header.labels.map { "\($0[index - 1]) (index \(index))" } ?? "index \(index)"
+            }
+            throw VaultError.tooFewPieces(have: good.count, need: header.threshold, missing: missing)
+        }
+
+        let chosen = Array(good.prefix(header.threshold))
+        let dataKey = Shamir.combine(chosen.map { (x: UInt8($0.index), share: $0.keyShare) })
+        let payload = PayloadParser(expectedType: header.type, metadataReady: metadataReady, content: output)
+        let layer = PasswordLayerParser(payload: payload, password: password)
+        let outer = StreamOpener(key: dataKey, emit: layer.write)
+        try keystore.withSealedPiece(secret) { ownSource in
+            let readers = try chosen.map { candidate -> PieceReader in
+                let source: any ByteSource = try candidate.file.map { try FileSource.skipping($0.offset, of: $0.path) } ?? ownSource
+                return PieceReader(source: source, key: candidate.pieceKey, sealedLength: sealedLength)
+            }
+            let decoder = Dispersal.Decoder(xs: chosen.map { UInt8($0.index) })
+            let layout = Dispersal.segments(dataLength: header.ciphertextLength, k: header.threshold)
+            var stripe = [UInt8](repeating: 0, count: header.threshold * Dispersal.segmentLength)
+            let stripes = Array(repeating: (Dispersal.segmentLength, header.threshold * Dispersal.segmentLength), count: Int(layout.full))
+                + (layout.last > 0 ? [(layout.last, layout.lastData)] : [])
+            for (segment, data) in stripes {
+                let segments = try readers.map { try $0.read(segment) }
+                try stripe.withUnsafeMutableBytes { target in
+                    try withBuffers(segments) { decoder.decode($0, into: target) }
+                    try outer.write(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(target)[0..<data]))
+                }
+            }
+            try readers.forEach { try $0.finish() }
+        }
+        do {
+            try outer.finish()
+        } catch let failure as SecretStream.Failure {
+            throw failure == .forged ? VaultError.corruptSecret("the ciphertext does not authenticate") : VaultError.truncated(what: "the ciphertext")
+        }
+        try layer.finish()
+        return RecoveredSecret(type: header.type, metadata: payload.metadata ?? SecretMetadata(), pieces: outcomes)
+    }
+
+    private struct Candidate {
+        let index: Int
+        let keyShare: SecureBytes
+        let pieceKey: SecureBytes
+        let source: String
+        let file: (path: String, offset: Int)?
+    }
+
+    /// Nil if the piece matches its commitment and the key share its proof key.
+    private static func verify(_ candidate: Candidate, header: BundleHeader, sealedLength: UInt64,
+                               source: any ByteSource) throws -> String? {
+        let hasher = BundleHeader.commitmentHasher()
+        let reader = PieceReader(source: source, key: candidate.pieceKey, sealedLength: sealedLength, observe: hasher.update)
+        do {
+            try reader.drain()
+        } catch let error as VaultError {
+            return "\(error)"
+        } catch {
+            return "its piece does not decrypt"
+        }
+        let commitment = header.commitments[candidate.index - 1]
+        guard Sodium.equal(hasher.finish(), commitment) else {
+            return "its piece does not match the dealer's commitment (forged or damaged)"
+        }
+        let key = BundleHeader.possessionKeyPair(secretID: header.secretID, index: candidate.index,
+                                                 keyShare: candidate.keyShare, commitment: commitment).publicKey
+        guard key == header.possessionKeys[candidate.index - 1] else {
+            return "its key share does not match the dealer's proof key (forged or damaged)"
+        }
+        return nil
+    }
+
+    private static func withBuffers<T>(_ arrays: [[UInt8]], _ body: ([UnsafeRawBufferPointer]) throws -> T) rethrows -> T {
+        var pointers: [UnsafeRawBufferPointer] = []
+        func nest(_ index: Int) throws -> T {
+            if index == arrays.count { return try body(pointers) }
+            return try arrays[index].withUnsafeBytes { buffer in
+                pointers.append(buffer)
+                defer { pointers.removeLast() }
+                return try nest(index + 1)
+            }
+        }
+        return try nest(0)
+    }
+}
+
+/// Reads a sealed piece stream of known length and hands out its plaintext on demand.
+final class PieceReader {
+    private var source: any ByteSource
+    private var left: UInt64
+    private var pending: [UInt8] = []
+    private var opener: StreamOpener!
+    private let observe: ((UnsafeRawBufferPointer) -> Void)?
+    private var buffer = [UInt8](repeating: 0, count: SecretStream.sealedChunkLength)
+
+    init(source: any ByteSource, key: SecureBytes, sealedLength: UInt64, observe: ((UnsafeRawBufferPointer) -> Void)? = nil) {
+        self.source = source
+        self.left = sealedLength
+        self.observe = observe
+        opener = StreamOpener(key: key) { [unowned self] plain in
+            self.observe?(plain)
+            self.pending += plain
+        }
+    }
+
+    /// The next `count` plaintext bytes.
+    func read(_ count: Int) throws -> [UInt8] {
+        while pending.count < count {
+            guard try pull() else { throw VaultError.truncated(what: "a piece") }
+        }
+        defer { pending.removeFirst(count) }
+        return Array(pending[0..<count])
+    }
+
+    /// Reads to the end, checking the stream's integrity and that nothing follows it.
+    func drain() throws {
+        while try pull() { pending.removeAll(keepingCapacity: true) }
+        pending.removeAll()
+        try finish()
+    }
+
+    /// Checks that the stream ended where its length says.
+    func finish() throws {
+        while try pull() {}
+        guard pending.isEmpty else { throw VaultError.malformed(what: "a piece", detail: "it is longer than its header says") }
+        guard try source.readFully(1).isEmpty else { throw VaultError.malformed(what: "a piece", detail: "bytes follow it") }
+    }
+
+    private var finished = false
+
+    private func pull() throws -> Bool {
+        guard !finished else { return false }
+        if left == 0 {
+            do { try opener.finish() } catch { throw VaultError.malformed(what: "a piece", detail: "it does not decrypt") }
+            finished = true
+            return true
+        }
+        let want = Int(min(left, UInt64(buffer.count)))
+        var got = 0
+        while got < want {
+            let count = try buffer.withUnsafeMutableBytes { try source.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[got..<want])) }
+            guard count > 0 else { throw VaultError.truncated(what: "a piece") }
+            got += count
+        }
+        left -= UInt64(got)
+        do {
+            try buffer.withUnsafeBytes { try opener.write(UnsafeRawBufferPointer(rebasing: $0[0..<got])) }
+        } catch is SecretStream.Failure {
+            throw VaultError.malformed(what: "a piece", detail: "it does not decrypt")
+        }
+        return true
+    }
+}
+
+extension FileSource {
+    /// A file read from `offset` on.
+    static func skipping(_ offset: Int, of path: String) throws -> FileSource {
+        let source = try FileSource(path: path)
+        var skipped = 0
+        var buffer = [UInt8](repeating: 0, count: min(max(offset, 1), 65536))
+        while skipped < offset {
+            let count = try buffer.withUnsafeMutableBytes { try source.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<min($0.count, offset - skipped)])) }
+            guard count > 0 else { throw VaultError.truncated(what: path) }
+            skipped += count
+        }
+        return source
+    }
+}

@@ -1,0 +1,184 @@
+import Foundation
+import GRDB
+
+/// A share this keystore holds.
+public struct StoredSecret: Sendable {
+    /// Whether this machine dealt the secret or received a share of it.
+    public enum Role: Int, Sendable {
+        case holder = 0
+        case dealer = 1
+    }
+
+    /// The verified, signed header.
+    public let header: BundleHeader
+    /// The local name, if any.
+    public let name: String?
+    /// Dealer or holder.
+    public let role: Role
+    /// When the share was stored.
+    public let storedAt: Date
+    let box: [UInt8]
+
+    init(row: Row) throws {
+        let prefix = [UInt8](row["prefix"] as Data)
+        var offset = 0
+        // Stored prefixes were verified on import; parsing again keeps one code path.
+        (header, _) = try ShareBundle.parsePrefix { count in
+            defer { offset += count }
+            return Array(prefix[offset..<min(prefix.count, offset + count)])
+        }
+        name = row["name"]
+        role = Role(rawValue: row["role"]) ?? .holder
+        storedAt = Date(timeIntervalSince1970: TimeInterval(row["stored_at"] as Int64))
+        box = [UInt8](row["box"] as Data)
+    }
+}
+
+extension Keystore {
+    /// Piece streams are stored as consecutive rows of this many bytes.
+    static let pieceRowLength = 1 << 20
+
+    /// Imports share bundles, all or none, after checking each one as far as a holder can
+    /// alone: the dealer's signature and trust, that it is sealed to this identity, the
+    /// sealed keys bound to the header, the piece against the dealer's commitment and the
+    /// key share against the proof-of-possession key.
+    @discardableResult
+    public func importBundles(_ paths: [String], identity: Identity) throws(VaultError) -> [StoredSecret] {
+        let peers = try peers()
+        return try write { db in
+            try paths.map { path in
+                var source = try FileSource(path: path)
+                return try self.store(&source, identity: identity, role: .holder, name: nil, trusted: peers, db)
+            }
+        }
+    }
+
+    /// Stores the dealer's own bundle, just written, under an optional local name.
+    public func storeOwnBundle(at path: String, identity: Identity, name: Label?) throws(VaultError) -> StoredSecret {
+        try write { db in
+            var source = try FileSource(path: path)
+            return try self.store(&source, identity: identity, role: .dealer, name: name, trusted: [], db)
+        }
+    }
+
+    /// Every stored secret, newest first.
+    public func secrets() throws(VaultError) -> [StoredSecret] {
+        try read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM secret ORDER BY stored_at DESC, id").map(StoredSecret.init(row:))
+        }
+    }
+
+    /// The secret with this local name, or whose id starts with these hex digits (at least 4).
+    public func secret(matching text: String) throws(VaultError) -> StoredSecret {
+        let all = try secrets()
+        if let named = all.first(where: { $0.name?.lowercased() == text.lowercased() }) { return named }
+        let hex = text.lowercased()
+        guard hex.count >= 4, hex.allSatisfy(\.isHexDigit) else { throw .unknownSecret(text) }
+        let matches = all.filter { $0.header.secretIDHex.hasPrefix(hex) }
+        guard matches.count <= 1 else { throw .ambiguousSecret(text) }
+        guard let found = matches.first else { throw .unknownSecret(text) }
+        return found
+    }
+
+    /// Deletes a share and its piece.
+    public func removeSecret(_ secret: StoredSecret) throws(VaultError) {
+        try write { db in
+            try db.execute(sql: "DELETE FROM secret WHERE id = ?", arguments: [Data(secret.header.secretID)])
+        }
+    }
+
+    /// Runs `body` with this share's sealed piece stream, read from the keystore in
+    /// bounded memory, inside one read transaction.
+    func withSealedPiece<T>(_ secret: StoredSecret, _ body: (inout any ByteSource) throws -> T) throws -> T {
+        try Self.storage {
+            try database.read { db in
+                var source: any ByteSource = try PieceRows(db: db, secretID: secret.header.secretID)
+                return try body(&source)
+            }
+        }
+    }
+
+    private func store(
+        _ source: inout some ByteSource, identity: Identity, role: StoredSecret.Role, name: Label?,
+        trusted: [Peer], _ db: Database
+    ) throws -> StoredSecret {
+        let (header, prefix) = try ShareBundle.parsePrefix { try source.readFully($0) }
+        guard Sodium.equal(header.holderKey, identity.card.agreementKey),
+              header.index(of: identity.card.agreementKey) == header.holderIndex else {
+            throw VaultError.notForThisIdentity(what: "the share bundle")
+        }
+        let dealerTrusted = header.dealer == identity.card || trusted.contains { $0.card == header.dealer }
+        guard dealerTrusted else { throw VaultError.untrustedDealer(fingerprint: header.dealer.fingerprint) }
+        if try Int.fetchOne(db, sql: "SELECT count(*) FROM secret WHERE id = ?", arguments: [Data(header.secretID)]) ?? 0 > 0 {
+            throw VaultError.duplicateSecret(id: header.secretIDHex)
+        }
+        if let name, try Int.fetchOne(db, sql: "SELECT count(*) FROM secret WHERE name_key = ?", arguments: [name.key]) ?? 0 > 0 {
+            throw VaultError.invalidSecret("a secret named '\(name)' exists already")
+        }
+        let box = try source.readFully(ShareBundle.bodyPrefixLength)
+        guard box.count == ShareBundle.bodyPrefixLength else { throw VaultError.truncated(what: "the share bundle") }
+        let (keyShare, pieceKey) = try ShareBundle.openBox(box, header: header, holder: identity)
+        try db.execute(
+            sql: "INSERT INTO secret (id, name, name_key, role, prefix, box, stored_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            arguments: [Data(header.secretID), name?.value, name?.key, role.rawValue, Data(prefix), Data(box),
+                        Int64(Date().timeIntervalSince1970)])
+
+        // Copy the sealed piece into rows while opening it to check it against the header.
+        let pieceLength = Dispersal.pieceLength(dataLength: header.ciphertextLength, k: header.threshold)
+        var left = SecretStream.sealedLength(plaintext: pieceLength)
+        let hasher = BundleHeader.commitmentHasher()
+        let opener = StreamOpener(key: pieceKey) { hasher.update($0) }
+        var sequence = 0
+        while left > 0 {
+            let chunk = try source.readFully(Int(min(left, UInt64(Self.pieceRowLength))))
+            guard !chunk.isEmpty else { throw VaultError.truncated(what: "the share bundle") }
+            try chunk.withUnsafeBytes { try opener.write($0) }
+            try db.execute(sql: "INSERT INTO secret_piece (secret_id, seq, data) VALUES (?, ?, ?)",
+                           arguments: [Data(header.secretID), sequence, Data(chunk)])
+            sequence += 1
+            left -= UInt64(chunk.count)
+        }
+        guard try source.readFully(1).isEmpty else {
+            throw VaultError.malformed(what: "the share bundle", detail: "bytes follow the piece")
+        }
+        do {
+            try opener.finish()
+        } catch {
+            throw VaultError.malformed(what: "the share bundle", detail: "its piece does not decrypt")
+        }
+        let index = header.holderIndex
+        guard Sodium.equal(hasher.finish(), header.commitments[index - 1]) else {
+            throw VaultError.malformed(what: "the share bundle", detail: "its piece does not match the dealer's commitment")
+        }
+        let possession = BundleHeader.possessionKeyPair(secretID: header.secretID, index: index, keyShare: keyShare,
+                                                        commitment: header.commitments[index - 1])
+        guard possession.publicKey == header.possessionKeys[index - 1] else {
+            throw VaultError.malformed(what: "the share bundle", detail: "its key share does not match the dealer's proof key")
+        }
+        return try StoredSecret(row: Row.fetchOne(db, sql: "SELECT * FROM secret WHERE id = ?", arguments: [Data(header.secretID)])!)
+    }
+}
+
+/// A stored piece stream, read row by row.
+private final class PieceRows: ByteSource {
+    private let cursor: RowCursor
+    private var current: [UInt8] = []
+    private var offset = 0
+
+    init(db: Database, secretID: [UInt8]) throws {
+        cursor = try Row.fetchCursor(db, sql: "SELECT data FROM secret_piece WHERE secret_id = ? ORDER BY seq",
+                                     arguments: [Data(secretID)])
+    }
+
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        if offset == current.count {
+            guard let row = try cursor.next() else { return 0 }
+            current = [UInt8](row[0] as Data)
+            offset = 0
+        }
+        let count = min(buffer.count, current.count - offset)
+        current.withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress! + offset, byteCount: count) }
+        offset += count
+        return count
+    }
+}

@@ -1,0 +1,173 @@
+import CSodium
+
+/// `crypto_secretstream_xchacha20poly1305` framed as every vault stream is: a 24-byte
+/// header, then chunks of exactly 65536 plaintext bytes except the last, which holds 0 to
+/// 65536 bytes and alone carries the FINAL tag. Each chunk grows by 17 bytes.
+///
+/// The FINAL tag makes truncation at a chunk boundary detectable; the fixed chunk size
+/// makes every length derivable from the plaintext length, so headers can state it.
+enum SecretStream {
+    static let chunkLength = 65536
+    static let overhead = Int(crypto_secretstream_xchacha20poly1305_ABYTES)
+    static let headerLength = Int(crypto_secretstream_xchacha20poly1305_HEADERBYTES)
+    static let sealedChunkLength = chunkLength + overhead
+
+    /// The sealed length of `plaintext` bytes, header included.
+    static func sealedLength(plaintext: UInt64) -> UInt64 {
+        let chunks = max(1, (plaintext + UInt64(chunkLength) - 1) / UInt64(chunkLength))
+        return UInt64(headerLength) + plaintext + chunks * UInt64(overhead)
+    }
+
+    /// The plaintext length of a stream of `sealed` bytes, or nil if no stream has it.
+    static func plaintextLength(sealed: UInt64) -> UInt64? {
+        guard sealed >= UInt64(headerLength + overhead) else { return nil }
+        let body = sealed - UInt64(headerLength)
+        let fullChunks = body / UInt64(sealedChunkLength)
+        let rest = body % UInt64(sealedChunkLength)
+        if rest == 0 { return fullChunks * UInt64(chunkLength) }
+        guard rest >= UInt64(overhead) else { return nil }
+        return fullChunks * UInt64(chunkLength) + rest - UInt64(overhead)
+    }
+
+    /// Why a stream failed to open.
+    enum Failure: Error, Equatable {
+        /// A chunk did not authenticate: a wrong key, or altered data.
+        case forged
+        /// The stream ended before its FINAL chunk.
+        case truncated
+        /// Data followed the FINAL chunk.
+        case trailingData
+    }
+}
+
+/// Seals a stream written in pieces of any size.
+final class StreamSealer {
+    private var state = crypto_secretstream_xchacha20poly1305_state()
+    private var buffer: [UInt8]
+    private var buffered = 0
+    private var sealed: [UInt8]
+    private let emit: (UnsafeRawBufferPointer) throws -> Void
+    private var finished = false
+
+    /// Starts a stream under `key` (32 bytes); the header is emitted at once.
+    init(key: SecureBytes, emit: @escaping (UnsafeRawBufferPointer) throws -> Void) throws {
+        Sodium.ready
+        precondition(key.count == Int(crypto_secretstream_xchacha20poly1305_KEYBYTES))
+        self.emit = emit
+        buffer = [UInt8](repeating: 0, count: SecretStream.chunkLength)
+        sealed = [UInt8](repeating: 0, count: SecretStream.sealedChunkLength)
+        var header = [UInt8](repeating: 0, count: SecretStream.headerLength)
+        key.withUnsafeBytes { k in
+            _ = crypto_secretstream_xchacha20poly1305_init_push(&state, &header, k.bindMemory(to: UInt8.self).baseAddress!)
+        }
+        try header.withUnsafeBytes { try emit($0) }
+    }
+
+    deinit {
+        sodium_memzero(&state, MemoryLayout.size(ofValue: state))
+        buffer.withUnsafeMutableBytes { sodium_memzero($0.baseAddress!, $0.count) }
+    }
+
+    /// Adds plaintext. A full chunk is sealed only once more data arrives, because only then
+    /// is it known not to be the last.
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        precondition(!finished)
+        var offset = 0
+        while offset < bytes.count {
+            if buffered == SecretStream.chunkLength { try sealChunk(final: false) }
+            let take = min(bytes.count - offset, SecretStream.chunkLength - buffered)
+            buffer.withUnsafeMutableBytes { ($0.baseAddress! + buffered).copyMemory(from: bytes.baseAddress! + offset, byteCount: take) }
+            buffered += take
+            offset += take
+        }
+    }
+
+    /// Seals what remains as the FINAL chunk.
+    func finish() throws {
+        precondition(!finished)
+        try sealChunk(final: true)
+        finished = true
+    }
+
+    private func sealChunk(final: Bool) throws {
+        let tag = UInt8(final ? crypto_secretstream_xchacha20poly1305_TAG_FINAL : crypto_secretstream_xchacha20poly1305_TAG_MESSAGE)
+        var length: UInt64 = 0
+        _ = crypto_secretstream_xchacha20poly1305_push(&state, &sealed, &length, buffer, UInt64(buffered), nil, 0, tag)
+        buffered = 0
+        try sealed.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<Int(length)])) }
+    }
+}
+
+/// Opens a stream fed in pieces of any size, emitting only authenticated plaintext.
+final class StreamOpener {
+    private var state = crypto_secretstream_xchacha20poly1305_state()
+    private let key: SecureBytes
+    private var header: [UInt8] = []
+    private var started = false
+    private var buffer: [UInt8]
+    private var buffered = 0
+    private var plain: [UInt8]
+    private var sawFinal = false
+    private let emit: (UnsafeRawBufferPointer) throws -> Void
+
+    init(key: SecureBytes, emit: @escaping (UnsafeRawBufferPointer) throws -> Void) {
+        Sodium.ready
+        self.key = key
+        self.emit = emit
+        buffer = [UInt8](repeating: 0, count: SecretStream.sealedChunkLength)
+        plain = [UInt8](repeating: 0, count: SecretStream.chunkLength)
+    }
+
+    deinit {
+        sodium_memzero(&state, MemoryLayout.size(ofValue: state))
+        plain.withUnsafeMutableBytes { sodium_memzero($0.baseAddress!, $0.count) }
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        var offset = 0
+        while offset < bytes.count {
+            if !started {
+                let take = min(bytes.count - offset, SecretStream.headerLength - header.count)
+                header += bytes[offset..<offset + take]
+                offset += take
+                if header.count == SecretStream.headerLength {
+                    let status = key.withUnsafeBytes { k in
+                        crypto_secretstream_xchacha20poly1305_init_pull(&state, header, k.bindMemory(to: UInt8.self).baseAddress!)
+                    }
+                    guard status == 0 else { throw SecretStream.Failure.forged }
+                    started = true
+                }
+                continue
+            }
+            // A full sealed chunk is opened only when more bytes follow it: the last chunk
+            // may also be full, and it is recognised by the end of input.
+            if buffered == SecretStream.sealedChunkLength { try openChunk(last: false) }
+            let take = min(bytes.count - offset, SecretStream.sealedChunkLength - buffered)
+            buffer.withUnsafeMutableBytes { ($0.baseAddress! + buffered).copyMemory(from: bytes.baseAddress! + offset, byteCount: take) }
+            buffered += take
+            offset += take
+        }
+    }
+
+    /// Ends the stream: the remaining bytes must be the FINAL chunk.
+    func finish() throws {
+        guard started, buffered >= SecretStream.overhead else { throw SecretStream.Failure.truncated }
+        try openChunk(last: true)
+    }
+
+    private func openChunk(last: Bool) throws {
+        guard !sawFinal else { throw SecretStream.Failure.trailingData }
+        var length: UInt64 = 0
+        var tag: UInt8 = 0
+        let status = crypto_secretstream_xchacha20poly1305_pull(&state, &plain, &length, &tag, buffer, UInt64(buffered), nil, 0)
+        guard status == 0 else { throw SecretStream.Failure.forged }
+        let isFinal = tag == UInt8(crypto_secretstream_xchacha20poly1305_TAG_FINAL)
+        if isFinal && !last { throw SecretStream.Failure.trailingData }
+        if !isFinal && last { throw SecretStream.Failure.truncated }
+        // A chunk before the last must be full: the framing allows one encoding only.
+        if !last && length != UInt64(SecretStream.chunkLength) { throw SecretStream.Failure.forged }
+        sawFinal = isFinal
+        buffered = 0
+        try plain.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<Int(length)])) }
+    }
+}

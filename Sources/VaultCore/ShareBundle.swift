@@ -1,0 +1,303 @@
+import CSodium
+import Foundation
+
+/// The signed, public header of a share bundle: what every holder of one secret agrees on,
+/// plus which index this bundle is for. Docs/FORMAT.md §6 gives the bytes.
+public struct BundleHeader: Equatable, Sendable {
+    /// The secret's random id.
+    public let secretID: [UInt8]
+    /// Unix seconds when the dealer shared it.
+    public let createdAt: UInt64
+    /// The kind of secret.
+    public let type: SecretType
+    /// Public text, never encrypted.
+    public let description: String
+    /// k: pieces needed.
+    public let threshold: Int
+    /// n: holders.
+    public let count: Int
+    /// This bundle's holder index, 1 … n.
+    public let holderIndex: Int
+    /// Bytes of the dispersed ciphertext.
+    public let ciphertextLength: UInt64
+    /// The dealer's card; the header is signed with its Ed25519 key.
+    public let dealer: KeyCard
+    /// The X25519 key this bundle is sealed to.
+    public let holderKey: [UInt8]
+    /// Whether a password layer sits inside.
+    public let passwordProtected: Bool
+    /// The secret this one replaces (resharing), if any.
+    public let replaces: [UInt8]?
+    /// Every holder's label, by index, when the dealer chose to publish them.
+    public let labels: [Label]?
+    /// Per index: BLAKE2b commitment to the piece.
+    public let commitments: [[UInt8]]
+    /// Per index: the proof-of-possession public key.
+    public let possessionKeys: [[UInt8]]
+    /// Per index: BLAKE2b(secret id ‖ holder's X25519 key), to recognise a holder by its key.
+    public let holderTags: [[UInt8]]
+
+    static let maximumDescription = 1024
+    static let maximumLength = 128 * 1024
+
+    /// The id as 32 hex digits.
+    public var secretIDHex: String { secretID.map { String(format: "%02x", $0) }.joined() }
+
+    /// The index whose holder tag matches `agreementKey`, if any.
+    public func index(of agreementKey: [UInt8]) -> Int? {
+        let tag = Self.holderTag(secretID: secretID, agreementKey: agreementKey)
+        return holderTags.firstIndex { Sodium.equal($0, tag) }.map { $0 + 1 }
+    }
+
+    static func holderTag(secretID: [UInt8], agreementKey: [UInt8]) -> [UInt8] {
+        Sodium.blake2b(key: "vault/v1/holder", secretID, agreementKey)
+    }
+
+    /// The commitment to a piece: BLAKE2b-256 keyed "vault/v1/piece".
+    static func commitmentHasher() -> Sodium.Blake2b { Sodium.Blake2b(key: "vault/v1/piece") }
+
+    /// The proof-of-possession key pair of index j, from what only holder j (or a holder of
+    /// k pieces) knows: its key share and its piece's commitment.
+    static func possessionKeyPair(secretID: [UInt8], index: Int, keyShare: SecureBytes, commitment: [UInt8])
+        -> (publicKey: [UInt8], secretKey: SecureBytes) {
+        let seed = keyShare.withUnsafeBytes { share in
+            SecureBytes(copying: Sodium.blake2b(key: "vault/v1/pop", secretID, [UInt8(index)], Array(share), commitment))
+        }
+        var publicKey = [UInt8](repeating: 0, count: 32)
+        let secretKey = SecureBytes(count: Int(crypto_sign_SECRETKEYBYTES))
+        seed.withUnsafeBytes { s in
+            secretKey.withUnsafeMutableBytes { sk in
+                _ = crypto_sign_seed_keypair(&publicKey, sk.bindMemory(to: UInt8.self).baseAddress!,
+                                             s.bindMemory(to: UInt8.self).baseAddress!)
+            }
+        }
+        return (publicKey, secretKey)
+    }
+
+    func encoded() -> [UInt8] {
+        var w = ByteWriter()
+        w.raw(secretID)
+        w.u64(createdAt)
+        w.u8(type.rawValue)
+        w.string16(description)
+        w.u8(UInt8(threshold))
+        w.u8(UInt8(count))
+        w.u8(UInt8(holderIndex))
+        w.u64(ciphertextLength)
+        w.raw(dealer.encoded)
+        w.raw(holderKey)
+        w.u8(passwordProtected ? 1 : 0)
+        if let replaces { w.u8(1); w.raw(replaces) } else { w.u8(0) }
+        if let labels { w.u8(1); labels.forEach { w.string8($0.value) } } else { w.u8(0) }
+        for j in 0..<count {
+            w.raw(commitments[j])
+            w.raw(possessionKeys[j])
+            w.raw(holderTags[j])
+        }
+        return w.bytes
+    }
+
+    init(secretID: [UInt8], createdAt: UInt64, type: SecretType, description: String, threshold: Int, count: Int,
+         holderIndex: Int, ciphertextLength: UInt64, dealer: KeyCard, holderKey: [UInt8], passwordProtected: Bool,
+         replaces: [UInt8]?, labels: [Label]?, commitments: [[UInt8]], possessionKeys: [[UInt8]], holderTags: [[UInt8]]) {
+        self.secretID = secretID
+        self.createdAt = createdAt
+        self.type = type
+        self.description = description
+        self.threshold = threshold
+        self.count = count
+        self.holderIndex = holderIndex
+        self.ciphertextLength = ciphertextLength
+        self.dealer = dealer
+        self.holderKey = holderKey
+        self.passwordProtected = passwordProtected
+        self.replaces = replaces
+        self.labels = labels
+        self.commitments = commitments
+        self.possessionKeys = possessionKeys
+        self.holderTags = holderTags
+    }
+
+    init(parsing bytes: [UInt8]) throws(VaultError) {
+        func fail(_ detail: String) -> VaultError { .malformed(what: "the share bundle", detail: detail) }
+        var r = ByteReader(bytes)
+        do {
+            secretID = try r.raw(16)
+            createdAt = try r.u64()
+            guard let type = SecretType(rawValue: try r.u8()) else { throw fail("unknown secret type") }
+            self.type = type
+            description = try r.string16()
+            guard description.utf8.count <= Self.maximumDescription else { throw fail("description too long") }
+            threshold = Int(try r.u8())
+            count = Int(try r.u8())
+            holderIndex = Int(try r.u8())
+            guard threshold >= 2, threshold <= count, holderIndex >= 1, holderIndex <= count else {
+                throw fail("threshold \(threshold), count \(count), index \(holderIndex) out of range")
+            }
+            ciphertextLength = try r.u64()
+            guard ciphertextLength <= Limits.maximumCiphertext,
+                  SecretStream.plaintextLength(sealed: ciphertextLength) != nil else {
+                throw fail("impossible ciphertext length")
+            }
+            dealer = try KeyCard(encoded: try r.raw(KeyCard.encodedLength))
+            holderKey = try r.raw(32)
+            switch try r.u8() {
+            case 0: passwordProtected = false
+            case 1: passwordProtected = true
+            default: throw fail("bad password flag")
+            }
+            switch try r.u8() {
+            case 0: replaces = nil
+            case 1: replaces = try r.raw(16)
+            default: throw fail("bad replaces flag")
+            }
+            switch try r.u8() {
+            case 0: labels = nil
+            case 1: labels = try (0..<count).map { _ in try Label(try r.string8()) }
+            default: throw fail("bad labels flag")
+            }
+            var commitments: [[UInt8]] = [], keys: [[UInt8]] = [], tags: [[UInt8]] = []
+            for _ in 0..<count {
+                commitments.append(try r.raw(32))
+                keys.append(try r.raw(32))
+                tags.append(try r.raw(32))
+            }
+            self.commitments = commitments
+            possessionKeys = keys
+            holderTags = tags
+            try r.end()
+        } catch let error as VaultError {
+            if case .invalidCard = error { throw fail("the dealer's card is invalid") }
+            if case .invalidLabel = error { throw fail("a holder label is invalid") }
+            throw error
+        } catch ByteReader.Failure.truncated {
+            throw fail("the header is truncated")
+        } catch ByteReader.Failure.trailingBytes {
+            throw fail("bytes follow the header")
+        } catch {
+            throw fail("\(error)")
+        }
+    }
+}
+
+/// A share bundle's layout, as a file or a keystore row:
+///
+///     "VLTB" ‖ version 0x01 ‖ header length (4) ‖ header ‖ signature (64)   — the prefix
+///     ‖ nonce (24) ‖ box (112) ‖ sealed piece stream                          — the body
+///
+/// The box is `crypto_box` from the dealer to the holder over key share (32) ‖ piece key
+/// (32) ‖ BLAKE2b(header) (32): the last part binds the box to this header, so a body cannot
+/// be moved under another bundle's header. The piece stream is a ``SecretStream`` under the
+/// piece key.
+enum ShareBundle {
+    static let magic: [UInt8] = Array("VLTB".utf8)
+    static let version: UInt8 = 1
+    static let signatureDomain = Array("vault/v1/bundle-header".utf8)
+    static let boxPlaintextLength = 96
+    static let boxLength = boxPlaintextLength + Int(crypto_box_MACBYTES)
+    static let bodyPrefixLength = Int(crypto_box_NONCEBYTES) + boxLength
+
+    /// The prefix: magic, version, length, header and the dealer's signature.
+    static func prefix(header: BundleHeader, signer: Identity) -> [UInt8] {
+        let encoded = header.encoded()
+        var w = ByteWriter()
+        w.raw(magic)
+        w.u8(version)
+        w.u32(UInt32(encoded.count))
+        w.raw(encoded)
+        w.raw(signer.sign(signatureDomain + encoded))
+        return w.bytes
+    }
+
+    /// Reads a prefix: the header, once its signature verifies under the dealer's card in it.
+    /// Returns the header and the prefix's length.
+    static func parsePrefix(_ read: (Int) throws -> [UInt8]) throws -> (BundleHeader, [UInt8]) {
+        let start = try read(9)
+        guard start.count == 9, Array(start[0..<4]) == magic else {
+            throw VaultError.malformed(what: "the share bundle", detail: "not a vault share bundle")
+        }
+        guard start[4] == version else {
+            throw VaultError.malformed(what: "the share bundle", detail: "unknown version \(start[4])")
+        }
+        let length = Int(start[5...].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+        guard length <= BundleHeader.maximumLength else {
+            throw VaultError.malformed(what: "the share bundle", detail: "header too long")
+        }
+        let encoded = try read(length)
+        let signature = try read(64)
+        guard encoded.count == length, signature.count == 64 else { throw VaultError.truncated(what: "the share bundle") }
+        let header = try BundleHeader(parsing: encoded)
+        guard header.dealer.verify(signature: signature, of: signatureDomain + encoded) else {
+            throw VaultError.badSignature(what: "the share bundle")
+        }
+        return (header, start + encoded + signature)
+    }
+
+    /// The whole bundle's length for a header.
+    static func length(prefixLength: Int, header: BundleHeader) -> UInt64 {
+        let piece = Dispersal.pieceLength(dataLength: header.ciphertextLength, k: header.threshold)
+        return UInt64(prefixLength + bodyPrefixLength) + SecretStream.sealedLength(plaintext: piece)
+    }
+
+    static func headerHash(_ header: BundleHeader) -> [UInt8] {
+        Sodium.blake2b(key: "vault/v1/bundle", header.encoded())
+    }
+
+    /// The box for holder `header.holderIndex`.
+    static func sealBox(keyShare: SecureBytes, pieceKey: SecureBytes, header: BundleHeader, dealer: Identity,
+                        random: some RandomSource) -> [UInt8] {
+        Box.seal([keyShare, pieceKey, SecureBytes(copying: headerHash(header))], to: header.holderKey,
+                 from: dealer, random: random)
+    }
+
+    /// Opens the box: the key share and the piece key, once the header hash inside matches.
+    static func openBox(_ body: [UInt8], header: BundleHeader, holder: Identity) throws(VaultError)
+        -> (keyShare: SecureBytes, pieceKey: SecureBytes) {
+        guard let plain = Box.open(body, from: header.dealer.agreementKey, to: holder), plain.count == boxPlaintextLength else {
+            throw .notForThisIdentity(what: "the share bundle")
+        }
+        let bound = plain.slice(64..<96).withUnsafeBytes(Array.init)
+        guard Sodium.equal(bound, headerHash(header)) else {
+            throw .malformed(what: "the share bundle", detail: "its sealed keys belong to another header")
+        }
+        return (plain.slice(0..<32), plain.slice(32..<64))
+    }
+}
+
+/// `crypto_box` (X25519, XSalsa20-Poly1305) over parts in locked memory: nonce (24) ‖ box.
+enum Box {
+    static func seal(_ parts: [SecureBytes], to recipient: [UInt8], from sender: Identity, random: some RandomSource) -> [UInt8] {
+        let length = parts.reduce(0) { $0 + $1.count }
+        let plain = SecureBytes(count: length)
+        var offset = 0
+        plain.withUnsafeMutableBytes { out in
+            for part in parts {
+                part.withUnsafeBytes { (out.baseAddress! + offset).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+                offset += part.count
+            }
+        }
+        let nonce = random.bytes(Int(crypto_box_NONCEBYTES))
+        var box = [UInt8](repeating: 0, count: length + Int(crypto_box_MACBYTES))
+        plain.withUnsafeBytes { m in
+            sender.agreementSecret.withUnsafeBytes { sk in
+                _ = crypto_box_easy(&box, m.bindMemory(to: UInt8.self).baseAddress!, UInt64(length), nonce, recipient,
+                                    sk.bindMemory(to: UInt8.self).baseAddress!)
+            }
+        }
+        return nonce + box
+    }
+
+    static func open(_ sealed: [UInt8], from sender: [UInt8], to recipient: Identity) -> SecureBytes? {
+        let nonceLength = Int(crypto_box_NONCEBYTES), mac = Int(crypto_box_MACBYTES)
+        guard sealed.count >= nonceLength + mac else { return nil }
+        let nonce = Array(sealed[0..<nonceLength]), box = Array(sealed[nonceLength...])
+        let plain = SecureBytes(count: box.count - mac)
+        let status = plain.withUnsafeMutableBytes { out in
+            recipient.agreementSecret.withUnsafeBytes { sk in
+                crypto_box_open_easy(out.bindMemory(to: UInt8.self).baseAddress!, box, UInt64(box.count), nonce, sender,
+                                     sk.bindMemory(to: UInt8.self).baseAddress!)
+            }
+        }
+        return status == 0 ? plain : nil
+    }
+}

@@ -1,0 +1,185 @@
+import ArgumentParser
+import Foundation
+import VaultCore
+
+struct SecretsCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "secrets",
+        abstract: "Manage the shares this machine holds.",
+        subcommands: [SecretsImport.self, SecretsList.self, SecretsShow.self, SecretsRemove.self, SecretsRelease.self]
+    )
+}
+
+struct SecretsImport: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import",
+        abstract: "Store share bundles received from their dealer (all or none).")
+
+    @OptionGroup var home: HomeOption
+    @OptionGroup var keys: PassphraseOption
+
+    @Argument(help: ArgumentHelp("Bundle files (.vshare).", valueName: "file"))
+    var files: [String]
+
+    func run() throws {
+        guard !files.isEmpty else { throw ValidationError("give at least one bundle file") }
+        let keystore = try home.openKeystore()
+        let identity = try keys.unlock(keystore)
+        let peers = try keystore.peers()
+        for secret in try keystore.importBundles(files, identity: identity) {
+            let header = secret.header
+            let dealer = peers.first { $0.card == header.dealer }?.label.value ?? "yourself"
+            Terminal.standardError("imported \(header.type) \(header.secretIDHex.prefix(16)) from \(dealer): share \(header.holderIndex) of \(header.count), \(header.threshold) needed")
+        }
+    }
+}
+
+struct SecretsList: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "list", abstract: "List the shares this machine holds.")
+
+    @OptionGroup var home: HomeOption
+
+    @Flag(help: "Print JSON.")
+    var json = false
+
+    func run() throws {
+        let keystore = try home.openKeystore()
+        let secrets = try keystore.secrets()
+        let peers = try keystore.peers()
+        if json { return try printJSON(secrets.map { SecretJSON($0, peers: peers) }) }
+        guard !secrets.isEmpty else {
+            Terminal.standardError("no shares yet; 'vault share' makes some, 'vault secrets import' stores received ones")
+            return
+        }
+        print("ID                NAME            TYPE      K/N    INDEX  DESCRIPTION")
+        for secret in secrets {
+            let h = secret.header
+            print([String(h.secretIDHex.prefix(16)) + "  ", pad(secret.name ?? "-", 16), pad(h.type.description, 10),
+                   pad("\(h.threshold)/\(h.count)", 7), pad("\(h.holderIndex)", 7), h.description].joined())
+        }
+    }
+}
+
+struct SecretsShow: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "show", abstract: "Show a share's public header.")
+
+    @OptionGroup var home: HomeOption
+
+    @Argument(help: ArgumentHelp("The secret's name or id (at least 4 hex digits).", valueName: "id"))
+    var secret: String
+
+    @Flag(help: "Print JSON.")
+    var json = false
+
+    func run() throws {
+        let keystore = try home.openKeystore()
+        let secret = try keystore.secret(matching: self.secret)
+        let info = SecretJSON(secret, peers: try keystore.peers())
+        if json { return try printJSON(info) }
+        print("id           \(info.id)")
+        print("name         \(info.name ?? "-")")
+        print("type         \(info.type)")
+        print("description  \(info.description.isEmpty ? "-" : info.description)")
+        print("threshold    \(info.threshold) of \(info.count)")
+        print("your index   \(info.index) (\(info.role))")
+        print("dealer       \(info.dealer)")
+        print("password     \(info.passwordLayer ? "yes" : "no")")
+        print("size         \(info.ciphertextBytes) bytes of ciphertext")
+        print("created      \(ISO8601DateFormatter().string(from: info.createdAt))")
+        if let labels = info.holders { print("holders      \(labels.joined(separator: ", "))") }
+        if let replaces = info.replaces { print("replaces     \(replaces)") }
+    }
+}
+
+struct SecretsRemove: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "rm", abstract: "Delete a share from this machine.")
+
+    @OptionGroup var home: HomeOption
+
+    @Argument(help: ArgumentHelp("The secret's name or id.", valueName: "id"))
+    var secret: String
+
+    @Flag(help: "Delete without asking (for scripts).")
+    var yes = false
+
+    func run() throws {
+        let keystore = try home.openKeystore()
+        let secret = try keystore.secret(matching: self.secret)
+        let id = String(secret.header.secretIDHex.prefix(16))
+        if !yes {
+            guard try Terminal.confirm("Delete your share of \(id)? Recovery will then need \(secret.header.threshold) other holders.",
+                                       what: "deleting a share") else { throw CLIError.cancelled }
+        }
+        try keystore.removeSecret(secret)
+        Terminal.standardError("deleted your share of \(id)")
+    }
+}
+
+struct SecretsRelease: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "release",
+        abstract: "Re-seal your piece of a secret for another of its holders (offline recovery).")
+
+    @OptionGroup var home: HomeOption
+    @OptionGroup var keys: PassphraseOption
+
+    @Argument(help: ArgumentHelp("The secret's name or id.", valueName: "id"))
+    var secret: String
+
+    @Option(name: .customLong("for"), help: ArgumentHelp("The trusted peer, a holder of the same secret, who will recover it.", valueName: "label"))
+    var recipient: String
+
+    @Option(name: [.short, .customLong("output")], help: ArgumentHelp("The file to write.", valueName: "file"))
+    var output: String
+
+    func run() throws {
+        let keystore = try home.openKeystore()
+        let secret = try keystore.secret(matching: self.secret)
+        let peer = try keystore.peer(named: recipient)
+        let identity = try keys.unlock(keystore)
+        let file = try OutputFile(path: output)
+        try ReleasedPiece.release(secret, to: peer, keystore: keystore, identity: identity, output: file)
+        try file.commit()
+        Terminal.standardError("released piece \(secret.header.holderIndex) of \(secret.header.secretIDHex.prefix(16)) for '\(peer.label)' in \(output)")
+    }
+}
+
+struct SecretJSON: Encodable {
+    let id: String
+    let name: String?
+    let type: String
+    let description: String
+    let threshold: Int
+    let count: Int
+    let index: Int
+    let role: String
+    let dealer: String
+    let passwordLayer: Bool
+    let ciphertextBytes: UInt64
+    let createdAt: Date
+    let holders: [String]?
+    let replaces: String?
+
+    init(_ secret: StoredSecret, peers: [Peer]) {
+        let h = secret.header
+        id = h.secretIDHex
+        name = secret.name
+        type = h.type.description
+        description = h.description
+        threshold = h.threshold
+        count = h.count
+        index = h.holderIndex
+        role = secret.role == .dealer ? "dealer" : "holder"
+        let dealerLabel = secret.role == .dealer ? "you" : peers.first { $0.card == h.dealer }?.label.value ?? "unknown"
+        dealer = "\(dealerLabel) (\(h.dealer.fingerprint))"
+        passwordLayer = h.passwordProtected
+        ciphertextBytes = h.ciphertextLength
+        createdAt = Date(timeIntervalSince1970: TimeInterval(h.createdAt))
+        holders = h.labels?.map(\.value)
+        replaces = h.replaces.map { $0.map { String(format: "%02x", $0) }.joined() }
+    }
+}
+
+func pad(_ text: String, _ width: Int) -> String {
+    text.count >= width ? text + " " : text + String(repeating: " ", count: width - text.count)
+}

@@ -1,0 +1,163 @@
+import ArgumentParser
+import Foundation
+import VaultCore
+
+struct Share: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Encrypt a secret and split it among trusted holders.",
+        discussion: """
+            The secret is encrypted under a fresh key; the key is split with Shamir's scheme and \
+            the ciphertext dispersed so that any K of the holders' pieces rebuild it. You are \
+            always one of the holders: n is the number of --to peers plus one, and your own share \
+            stays in your keystore. Each other holder gets one sealed, signed bundle, written to \
+            --out-dir as LABEL.vshare.
+            """)
+
+    @OptionGroup var home: HomeOption
+    @OptionGroup var keys: PassphraseOption
+
+    @Argument(help: ArgumentHelp("The file to share, or - for standard input (default for notes).", valueName: "file"))
+    var file: String?
+
+    @Option(help: ArgumentHelp("The holders besides you: trusted peers' labels, comma-separated.", valueName: "labels"))
+    var to: String
+
+    @Option(name: [.customShort("k"), .long], help: ArgumentHelp("How many pieces rebuild the secret (2 ≤ K ≤ n).", valueName: "k"))
+    var threshold: Int
+
+    @Option(help: ArgumentHelp("note, file, password, contact or key (default: file for a FILE, else note).", valueName: "type"))
+    var type: String?
+
+    @Option(help: ArgumentHelp("Public text stored in the clear in every bundle.", valueName: "text"))
+    var description: String = ""
+
+    @Flag(help: "Publish every holder's label in each bundle. Anyone who sees a bundle then learns who the other holders are.")
+    var labels = false
+
+    @Flag(help: "Add a password layer inside the threshold layer, asked twice on the terminal.")
+    var password = false
+
+    @Option(help: ArgumentHelp("Add a password layer with the password on the first line of this file.", valueName: "file"))
+    var passwordFile: String?
+
+    @OptionGroup var scrypt: ScryptOption
+
+    @Option(help: ArgumentHelp("A local, public name for the secret in your keystore.", valueName: "name"))
+    var name: String?
+
+    @Option(help: ArgumentHelp("Write the other holders' bundles into this directory.", valueName: "dir"))
+    var outDir: String?
+
+    @OptionGroup var fields: SecretFieldOptions
+
+    func validate() throws {
+        if password && passwordFile != nil { throw ValidationError("--password and --password-file exclude each other") }
+        if scrypt.n != nil && !password && passwordFile == nil { throw ValidationError("--scrypt-n needs --password or --password-file") }
+    }
+
+    func run() throws {
+        let secretType = try resolvedType()
+        let keystore = try home.openKeystore()
+        let names = to.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+        guard Set(names.map { $0.lowercased() }).count == names.count else {
+            throw CLIError.invalidInput("--to names a holder twice")
+        }
+        let holders = try names.map { name -> (label: Label, card: KeyCard) in
+            let peer = try keystore.peer(named: name)
+            return (peer.label, peer.card)
+        }
+        guard let outDir else {
+            throw CLIError.unavailable("delivery over the LAN is not available yet", hint: "pass --out-dir DIR and hand each holder its .vshare file")
+        }
+        if description.isEmpty == false {
+            Terminal.standardError("vault: note: the description is public: every holder's bundle carries it in the clear")
+        }
+        let localName = try name.map { try Label($0) }
+        let identity = try keys.unlock(keystore)
+        let layerPassword: SecureBytes? = if let passwordFile {
+            try PassphraseFile.read(passwordFile)
+        } else if password {
+            try Terminal.passphrase(prompt: "Password for the secret: ", confirm: true)
+        } else {
+            nil
+        }
+        let request = ShareRequest(type: secretType, metadata: try fields.metadata(for: secretType, file: file),
+                                   description: description, threshold: threshold, holders: holders,
+                                   publishLabels: labels, password: layerPassword, scrypt: try scrypt.parameters())
+
+        let own = try OutputFile(path: keystore.home.directory + "/.incoming-\(getpid()).vshare")
+        let others = try holders.map { try OutputFile(path: outDir + "/\($0.label).vshare") }
+        var source = try content(for: secretType)
+        _ = try SecretDealer.share(request, content: &source, dealer: identity, outputs: [own] + others)
+        let stored = try keystore.storeOwnBundle(at: own.path, identity: identity, name: localName)
+        try others.forEach { try $0.commit() }
+
+        let header = stored.header
+        print(header.secretIDHex)
+        Terminal.standardError("shared \(secretType) \(header.secretIDHex.prefix(16)) as \(header.threshold) of \(header.count); your share is in the keystore")
+        for (holder, file) in zip(holders, others) {
+            Terminal.standardError("  \(holder.label): \(file.path)")
+        }
+    }
+
+    private func resolvedType() throws -> SecretType {
+        guard let type else { return file != nil && file != "-" ? .file : .note }
+        guard let resolved = SecretType(name: type) else {
+            throw ValidationError("--type takes note, file, password, contact or key")
+        }
+        if resolved == .key && file != nil { throw ValidationError("a key is generated: give no FILE with --type key") }
+        if resolved == .file && (file == nil || file == "-") { throw ValidationError("--type file needs a FILE") }
+        return resolved
+    }
+
+    private func content(for type: SecretType) throws -> any ByteSource {
+        switch type {
+        case .key:
+            let key = SecureBytes(count: 32)
+            key.withUnsafeMutableBytes { SecureRandom().fill($0) }
+            return SecureBytesSource(key)
+        case .password:
+            // The first line of the file or of standard input, without its line ending.
+            guard let file else { return SecureBytesSource(try Terminal.passphrase(prompt: "Password to store: ", confirm: true)) }
+            return SecureBytesSource(try PassphraseFile.read(file == "-" ? "/dev/stdin" : file))
+        case .contact where file == nil:
+            return BytesSource([])
+        default:
+            if let file, file != "-" { return try FileSource(path: file) }
+            return FileSource(standardInput: ())
+        }
+    }
+}
+
+/// The encrypted fields of passwords and contacts.
+struct SecretFieldOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("A password's username.", valueName: "name"))
+    var username: String?
+
+    @Option(help: ArgumentHelp("A password's URL.", valueName: "url"))
+    var url: String?
+
+    @Option(help: ArgumentHelp("A contact's name.", valueName: "name"))
+    var contactName: String?
+
+    @Option(help: ArgumentHelp("A contact's phone number (repeatable).", valueName: "number"))
+    var phone: [String] = []
+
+    @Option(help: ArgumentHelp("A contact's email address (repeatable).", valueName: "address"))
+    var email: [String] = []
+
+    @Option(help: ArgumentHelp("A contact's postal address.", valueName: "text"))
+    var address: String?
+
+    func metadata(for type: SecretType, file: String?) throws -> SecretMetadata {
+        let passwordFields = username != nil || url != nil
+        let contactFields = contactName != nil || !phone.isEmpty || !email.isEmpty || address != nil
+        if passwordFields && type != .password { throw ValidationError("--username and --url go with --type password") }
+        if contactFields && type != .contact { throw ValidationError("contact fields go with --type contact") }
+        if type == .contact && contactName == nil { throw ValidationError("--type contact needs --contact-name") }
+        var metadata = SecretMetadata(username: username, url: url, contactName: contactName, phones: phone,
+                                      emails: email, address: address)
+        if type == .file, let file { metadata.fileName = (file as NSString).lastPathComponent }
+        return metadata
+    }
+}

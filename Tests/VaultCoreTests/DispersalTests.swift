@@ -1,0 +1,82 @@
+import CVaultGF
+import Testing
+@testable import VaultCore
+import VaultTestSupport
+
+@Suite(.serialized) struct DispersalTests {
+    func disperse(_ data: [UInt8], k: Int, n: Int) throws -> [[UInt8]] {
+        var pieces = Array(repeating: [UInt8](), count: n)
+        let encoder = Dispersal.Encoder(k: k, n: n) { j, segment in pieces[j - 1] += segment }
+        try data.withUnsafeBytes { try encoder.write($0) }
+        try encoder.finish()
+        return pieces
+    }
+
+    func recombine(_ pieces: [(x: UInt8, bytes: [UInt8])], dataLength: Int, k: Int) -> [UInt8] {
+        let decoder = Dispersal.Decoder(xs: pieces.map(\.x))
+        let layout = Dispersal.segments(dataLength: UInt64(dataLength), k: k)
+        var out: [UInt8] = [], offset = 0
+        var stripe = [UInt8](repeating: 0, count: k * Dispersal.segmentLength)
+        let lengths = Array(repeating: Dispersal.segmentLength, count: Int(layout.full)) + (layout.last > 0 ? [layout.last] : [])
+        for length in lengths {
+            let segments = pieces.map { Array($0.bytes[offset..<offset + length]) }
+            stripe.withUnsafeMutableBytes { target in
+                let buffers = segments.map { $0.withUnsafeBytes { UnsafeRawBufferPointer(start: UnsafeMutableRawPointer.allocate(byteCount: $0.count, alignment: 1), count: $0.count) } }
+                for (buffer, segment) in zip(buffers, segments) { UnsafeMutableRawBufferPointer(mutating: buffer).copyBytes(from: segment) }
+                decoder.decode(buffers, into: target)
+                buffers.forEach { $0.deallocate() }
+            }
+            out += stripe[0..<(length == layout.last && offset + length == pieces[0].bytes.count ? layout.lastData : k * length)]
+            offset += length
+        }
+        return out
+    }
+
+    @Test(arguments: [(3, 5, 1), (3, 5, 1000), (3, 5, 3 * 65536), (3, 5, 3 * 65536 + 7), (2, 2, 100_000),
+                      (5, 5, 65537), (4, 7, 300_000), (1, 1, 10)])
+    func everyKSubsetRebuilds(k: Int, n: Int, length: Int) throws {
+        let data = SecureRandom().bytes(length)
+        let pieces = try disperse(data, k: k, n: n)
+        let expected = Dispersal.pieceLength(dataLength: UInt64(length), k: k)
+        #expect(pieces.allSatisfy { UInt64($0.count) == expected })
+        #expect(expected <= UInt64((length + k - 1) / k + k))
+        for subset in subsets(of: n, size: k) {
+            let chosen = subset.map { (x: UInt8($0 + 1), bytes: pieces[$0]) }
+            #expect(recombine(chosen, dataLength: length, k: k) == data)
+        }
+    }
+
+    @Test func aDamagedPieceChangesTheResult() throws {
+        let data = SecureRandom().bytes(5000)
+        var pieces = try disperse(data, k: 3, n: 5)
+        pieces[1][10] ^= 1
+        #expect(recombine([(1, pieces[0]), (2, pieces[1]), (3, pieces[2])], dataLength: 5000, k: 3) != data)
+    }
+
+    @Test func simdKernelMatchesTheScalarOne() {
+        let source = SecureRandom().bytes(1000), start = SecureRandom().bytes(1000)
+        for c in [UInt8(1), 2, 0x53, 0xff] {
+            var fast = start, slow = start
+            vault_gf_mul_add(&fast, source, 1000, c)
+            vault_gf_force_scalar(1)
+            vault_gf_mul_add(&slow, source, 1000, c)
+            vault_gf_force_scalar(0)
+            #expect(fast == slow)
+            #expect(fast[0] == start[0] ^ GF256.mul(c, source[0]))
+        }
+    }
+
+    @Test func invertsVandermondeMatrices() {
+        for xs in [[1, 2, 3], [5, 9, 200, 255], [7]] as [[UInt8]] {
+            let matrix = xs.map { Dispersal.row(x: $0, k: xs.count) }
+            let inverse = Dispersal.invert(matrix)
+            for i in 0..<xs.count {
+                for j in 0..<xs.count {
+                    var sum: UInt8 = 0
+                    for m in 0..<xs.count { sum ^= GF256.mul(matrix[i][m], inverse[m][j]) }
+                    #expect(sum == (i == j ? 1 : 0))
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,160 @@
+import Foundation
+import Testing
+@testable import VaultCore
+import VaultTestSupport
+
+/// Users who all trust each other, as after a round of face-to-face key exchange.
+final class Circle {
+    let users: [User]
+    let labels: [String]
+    let files = TemporaryDirectory("vault-circle")
+
+    init(_ labels: [String]) throws {
+        self.labels = labels
+        users = try labels.map { try User().initialize($0) }
+        let cards = try users.map { try $0.card() }
+        for (i, user) in users.enumerated() {
+            for (j, card) in cards.enumerated() where i != j {
+                try user.ok("peer", "add", card, "--label", labels[j], "--yes")
+            }
+        }
+    }
+
+    subscript(_ label: String) -> User { users[labels.firstIndex(of: label)!] }
+
+    /// The dealer shares `file`; every other holder imports its bundle. Returns the id.
+    func share(from dealer: String, _ arguments: [String], import: Bool = true) throws -> String {
+        let out = files.file("out-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        let result = try self[dealer].vault.run(["share"] + arguments + ["--out-dir", out])
+        #expect(result.status == 0, "\(result.stderr)")
+        let id = result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        if `import` {
+            for label in labels where label != dealer && FileManager.default.fileExists(atPath: "\(out)/\(label).vshare") {
+                try self[label].ok("secrets", "import", "\(out)/\(label).vshare")
+            }
+        }
+        lastOut = out
+        return id
+    }
+
+    var lastOut = ""
+
+    /// `from` releases its piece of `id` for `to`; returns the file.
+    func release(_ id: String, from: String, to: String) throws -> String {
+        let path = files.file("\(id.prefix(8))-\(from)-for-\(to).vpiece")
+        if !FileManager.default.fileExists(atPath: path) {
+            try self[from].ok("secrets", "release", id, "--for", to, "-o", path)
+        }
+        return path
+    }
+}
+
+@Suite struct ShareRecoverTests {
+    /// Every holder recovers with every set of other holders' pieces that reaches k.
+    @Test(arguments: [(2, ["alice", "bob", "carol"]), (3, ["alice", "bob", "carol", "dave", "erin"])])
+    func everySubsetOfPiecesRecovers(k: Int, labels: [String]) throws {
+        let circle = try Circle(labels)
+        let note = circle.files.file("note.txt")
+        try Data("meet at the old mill, 9pm\n".utf8).write(to: URL(fileURLWithPath: note))
+        let others = Array(labels.dropFirst())
+        let id = try circle.share(from: "alice", [note, "--to", others.joined(separator: ","), "-k", "\(k)"])
+        for recoverer in labels {
+            let rest = labels.filter { $0 != recoverer }
+            for size in (k - 1)...rest.count {
+                for subset in subsets(of: rest.count, size: size) {
+                    let pieces = try subset.flatMap { ["--piece", try circle.release(id, from: rest[$0], to: recoverer)] }
+                    let result = try circle[recoverer].vault.run(["recover", id] + pieces)
+                    #expect(result.status == 0, "\(recoverer) with \(subset.map { rest[$0] }): \(result.stderr)")
+                    #expect(result.stdout == "meet at the old mill, 9pm\n")
+                }
+            }
+            // One piece too few: a clear failure naming what is missing.
+            if k > 2 {
+                let one = try circle.release(id, from: rest[0], to: recoverer)
+                let message = try circle[recoverer].fails("recover", id, "--piece", one)
+                #expect(message.contains("only 2 verified pieces, \(k) needed; missing: "))
+            }
+        }
+    }
+
+    @Test func sharesEveryTypeWithItsFields() throws {
+        let circle = try Circle(["alice", "bob"])
+        func roundTrip(_ arguments: [String], stdin: String = "") throws -> ProcessResult {
+            let out = circle.files.file("o\(UUID().uuidString)")
+            try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+            let shared = try circle["alice"].vault.run(["share"] + arguments + ["--to", "bob", "-k", "2", "--out-dir", out],
+                                                      stdin: Array(stdin.utf8))
+            #expect(shared.status == 0, "\(shared.stderr)")
+            let id = shared.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            try circle["bob"].ok("secrets", "import", "\(out)/bob.vshare")
+            let piece = try circle.release(id, from: "bob", to: "alice")
+            return try circle["alice"].vault.run(["recover", id, "--piece", piece])
+        }
+        let note = try roundTrip(["--type", "note", "-"], stdin: "a note from stdin")
+        #expect(note.stdout == "a note from stdin")
+        let password = try roundTrip(["--type", "password", "-", "--username", "ana", "--url", "https://example.org"],
+                                     stdin: "hunter2\n")
+        #expect(password.stdout == "hunter2")
+        #expect(password.stderr.contains("username: ana") && password.stderr.contains("url: https://example.org"))
+        let contact = try roundTrip(["--type", "contact", "--contact-name", "Ana Lima", "--phone", "+351 1", "--phone", "+351 2",
+                                     "--email", "ana@example.org", "--address", "Rua 1, Lisboa"])
+        #expect(contact.stdout == "name: Ana Lima\nphone: +351 1\nphone: +351 2\nemail: ana@example.org\naddress: Rua 1, Lisboa\n")
+        let key = try roundTrip(["--type", "key"])
+        #expect(key.stdout.count == 65 && key.stdout.dropLast().allSatisfy(\.isHexDigit))
+        let binary = circle.files.file("photo.bin")
+        let bytes = (0..<70_000).map { UInt8(truncatingIfNeeded: $0 * 7) }
+        try Data(bytes).write(to: URL(fileURLWithPath: binary))
+        let file = try roundTrip([binary])
+        #expect(file.stdoutBytes == bytes)
+        #expect(file.stderr.contains("file name: photo.bin"))
+    }
+
+    @Test func passwordLayerNeedsThePassword() throws {
+        let circle = try Circle(["alice", "bob"])
+        let password = try circle.files.write("pw", Array("correct horse\n".utf8))
+        let wrong = try circle.files.write("wrong", Array("wrong horse\n".utf8))
+        let id = try circle.share(from: "alice", ["-", "--to", "bob", "-k", "2", "--password-file", password,
+                                                  "--scrypt-n", "65536"])
+        #expect(try circle["alice"].ok("secrets", "show", id).contains("password     yes"))
+        let piece = try circle.release(id, from: "bob", to: "alice")
+        #expect(try circle["alice"].fails("recover", id, "--piece", piece).contains("no password was given"))
+        #expect(try circle["alice"].fails("recover", id, "--piece", piece, "--password-file", wrong).contains("wrong password"))
+        #expect(try circle["alice"].ok("recover", id, "--piece", piece, "--password-file", password).isEmpty)
+    }
+
+    @Test func writesOutputFilesCarefully() throws {
+        let circle = try Circle(["alice", "bob"])
+        let note = try circle.files.write("n.txt", Array("secret text".utf8))
+        let id = try circle.share(from: "alice", [note, "--to", "bob", "-k", "2", "--name", "launch"])
+        let piece = try circle.release(id, from: "bob", to: "alice")
+        let out = circle.files.file("recovered.txt")
+        try circle["alice"].ok("recover", "launch", "--piece", piece, "-o", out)
+        #expect(try String(contentsOfFile: out, encoding: .utf8) == "secret text")
+        var info = stat()
+        stat(out, &info)
+        #expect(info.st_mode & 0o777 == 0o600)
+        #expect(try circle["alice"].fails("recover", "launch", "--piece", piece, "-o", out).contains("already exists"))
+        try circle["alice"].ok("recover", "launch", "--piece", piece, "-o", out, "--force")
+        // A failed recovery leaves no partial file behind.
+        let failed = circle.files.file("failed.txt")
+        try circle["alice"].fails("recover", "launch", "-o", failed)
+        #expect(!FileManager.default.fileExists(atPath: failed))
+    }
+
+    @Test func listsShowsAndRemoves() throws {
+        let circle = try Circle(["alice", "bob", "carol"])
+        let id = try circle.share(from: "alice", ["-", "--to", "bob,carol", "-k", "2", "--description", "door code",
+                                                  "--labels", "--name", "door"])
+        let list = try circle["bob"].ok("secrets", "list")
+        #expect(list.contains(String(id.prefix(16))) && list.contains("door code") && list.contains("2/3"))
+        let show = try circle["bob"].ok("secrets", "show", String(id.prefix(6)))
+        #expect(show.contains("holders      alice, bob, carol"))
+        #expect(show.contains("dealer       alice ("))
+        let json = try JSONSerialization.jsonObject(with: Data(circle["alice"].ok("secrets", "list", "--json").utf8)) as! [[String: Any]]
+        #expect(json.first?["name"] as? String == "door" && json.first?["role"] as? String == "dealer")
+        #expect(try circle["bob"].fails("secrets", "rm", id).contains("needs confirmation"))
+        try circle["bob"].ok("secrets", "rm", id, "--yes")
+        #expect(try circle["bob"].fails("secrets", "show", id).contains("no secret matches"))
+    }
+}
