@@ -6,6 +6,8 @@ public struct PieceOutcome: Sendable {
     public let source: String
     /// The holder index it claims.
     public let index: Int?
+    /// The holder who released it (nil for your own share).
+    public let sender: KeyCard?
     /// Nil if it verified; otherwise why it was set aside.
     public let problem: String?
 }
@@ -30,19 +32,19 @@ public enum SecretRecovery {
     public static func recover(
         _ secret: StoredSecret, keystore: Keystore, identity: Identity, pieceFiles: [String],
         password: @escaping () throws -> SecureBytes, metadataReady: @escaping (SecretMetadata) throws -> Void = { _ in },
-        output: @escaping (UnsafeRawBufferPointer) throws -> Void
+        verified: (PieceOutcome) -> Void = { _ in }, output: @escaping (UnsafeRawBufferPointer) throws -> Void
     ) throws -> RecoveredSecret {
         let header = secret.header
         let own = try ShareBundle.openBox(secret.box, header: header, holder: identity)
         var candidates = [Candidate(index: header.holderIndex, keyShare: own.keyShare, pieceKey: own.pieceKey,
-                                    source: "your share", file: nil)]
+                                    source: "your share", sender: nil, file: nil)]
         for path in pieceFiles {
             let opened = try ReleasedPiece.open(path: path, secret: header, identity: identity)
             guard !candidates.contains(where: { $0.index == opened.header.from }) else {
                 throw VaultError.duplicateIndex(opened.header.from)
             }
             candidates.append(Candidate(index: opened.header.from, keyShare: opened.keyShare, pieceKey: opened.pieceKey,
-                                        source: path, file: (path, opened.bodyOffset)))
+                                        source: path, sender: opened.header.sender, file: (path, opened.bodyOffset)))
         }
 
         let pieceLength = Dispersal.pieceLength(dataLength: header.ciphertextLength, k: header.threshold)
@@ -54,7 +56,9 @@ public enum SecretRecovery {
                 ? keystore.withSealedPiece(secret) { try verify(candidate, header: header, sealedLength: sealedLength, source: $0) }
                 : verify(candidate, header: header, sealedLength: sealedLength,
                          source: FileSource.skipping(candidate.file!.offset, of: candidate.file!.path))
-            outcomes.append(PieceOutcome(source: candidate.source, index: candidate.index, problem: problem))
+            let outcome = PieceOutcome(source: candidate.source, index: candidate.index, sender: candidate.sender, problem: problem)
+            verified(outcome)
+            outcomes.append(outcome)
             if problem == nil { good.append(candidate) }
         }
         guard good.count >= header.threshold else {
@@ -103,6 +107,7 @@ public enum SecretRecovery {
         let keyShare: SecureBytes
         let pieceKey: SecureBytes
         let source: String
+        let sender: KeyCard?
         let file: (path: String, offset: Int)?
     }
 

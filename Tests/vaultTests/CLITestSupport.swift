@@ -32,10 +32,12 @@ final class User {
                 sourceLocation: sourceLocation)
         #expect(result.stdout.isEmpty, "a failing command printed data: \(result.stdout)", sourceLocation: sourceLocation)
         #expect(vault.keystoreBytes() == before, "the keystore changed", sourceLocation: sourceLocation)
+        // Progress may come first; then exactly one error line, and only hints after it.
         let lines = result.stderr.split(separator: "\n")
-        #expect(lines.first?.hasPrefix("vault: error: ") == true, "\(result.stderr)", sourceLocation: sourceLocation)
-        #expect(lines.dropFirst().allSatisfy { $0.hasPrefix("vault: hint: ") }, "\(result.stderr)",
-                sourceLocation: sourceLocation)
+        let errors = lines.indices.filter { lines[$0].hasPrefix("vault: error: ") }
+        #expect(errors.count == 1, "\(result.stderr)", sourceLocation: sourceLocation)
+        #expect(lines[(errors.first.map { $0 + 1 } ?? lines.count)...].allSatisfy { $0.hasPrefix("vault: hint: ") },
+                "\(result.stderr)", sourceLocation: sourceLocation)
         return result.stderr
     }
 

@@ -47,6 +47,12 @@ struct Recover: ParsableCommand {
         let sink: (UnsafeRawBufferPointer) throws -> Void = { bytes in
             if let file { try file.write(bytes) } else { FileHandle.standardOutput.write(Data(bytes)) }
         }
+        let peers = try keystore.peers()
+        func holder(_ piece: PieceOutcome) -> String {
+            guard let sender = piece.sender else { return "your share" }
+            let label = peers.first { $0.card == sender }?.label.value ?? "unknown holder \(sender.fingerprint)"
+            return "'\(label)' (\(piece.source))"
+        }
         var keyBytes = [UInt8]()
         defer { keyBytes.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) } }
         let result = try SecretRecovery.recover(
@@ -54,15 +60,19 @@ struct Recover: ParsableCommand {
             metadataReady: { metadata in
                 if type == .contact { try Array(contactText(metadata).utf8).withUnsafeBytes(sink) }
             },
+            verified: { piece in
+                if let problem = piece.problem {
+                    Terminal.standardError("vault: warning: forged piece \(piece.index ?? 0) from \(holder(piece)) set aside: \(problem)")
+                } else {
+                    Terminal.standardError("piece \(piece.index ?? 0) from \(holder(piece)): verified")
+                }
+            },
             output: { bytes in
                 // A key is shown as hex, once whole.
                 if type == .key { keyBytes += bytes } else { try sink(bytes) }
             })
         if type == .key { try Array((keyBytes.map { String(format: "%02x", $0) }.joined() + "\n").utf8).withUnsafeBytes(sink) }
         try file?.commit()
-        for piece in result.pieces where piece.problem != nil {
-            Terminal.standardError("vault: warning: forged piece set aside: \(piece.source) (index \(piece.index ?? 0)): \(piece.problem!)")
-        }
         if let name = result.metadata.fileName { Terminal.standardError("file name: \(name)") }
         if let username = result.metadata.username { Terminal.standardError("username: \(username)") }
         if let url = result.metadata.url { Terminal.standardError("url: \(url)") }
