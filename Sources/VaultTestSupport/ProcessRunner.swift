@@ -10,7 +10,9 @@ public struct ProcessResult: Sendable {
     public let stderr: String
     /// Standard output as bytes.
     public let stdoutBytes: [UInt8]
-    /// The child's peak resident memory in KiB (0 where unknown).
+    /// The child's peak resident memory in KiB, sampled from /proc while it ran (0 where
+    /// unknown). Not `ru_maxrss`: posix_spawn's child shares the parent's address space
+    /// until exec, and Linux folds that address space's peak into the child's `ru_maxrss`.
     public var maximumResidentKiB: Int = 0
 }
 
@@ -45,12 +47,11 @@ public enum ProcessRunner {
             close(input.write)
         }
         writer.start()
-        let (out, err) = drain(output.read, errors.read)
-        var usage = rusage()
-        let status = wait(pid, usage: &usage)
-        var result = ProcessResult(status: status, stdout: String(decoding: out, as: UTF8.self),
+        var peak = 0
+        let (out, err) = drain(output.read, errors.read) { peak = max(peak, highWaterKiB(pid)) }
+        var result = ProcessResult(status: wait(pid), stdout: String(decoding: out, as: UTF8.self),
                                    stderr: String(decoding: err, as: UTF8.self), stdoutBytes: out)
-        result.maximumResidentKiB = usage.ru_maxrss
+        result.maximumResidentKiB = peak
         return result
     }
 
@@ -76,25 +77,29 @@ public enum ProcessRunner {
         return pid
     }
 
-    static func wait(_ pid: pid_t) -> Int32 {
-        var usage = rusage()
-        return wait(pid, usage: &usage)
+    /// VmHWM, the peak resident memory of the process's current address space.
+    static func highWaterKiB(_ pid: pid_t) -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }) else { return 0 }
+        return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
     }
 
-    static func wait(_ pid: pid_t, usage: inout rusage) -> Int32 {
+    static func wait(_ pid: pid_t) -> Int32 {
         var status: Int32 = 0
-        while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         let signal = status & 0x7f
         return signal == 0 ? (status >> 8) & 0xff : 128 + signal
     }
 
-    private static func drain(_ first: Int32, _ second: Int32) -> ([UInt8], [UInt8]) {
+    /// Reads both pipes to their end, calling `tick` at least every 20 ms.
+    private static func drain(_ first: Int32, _ second: Int32, tick: () -> Void) -> ([UInt8], [UInt8]) {
         var buffers: [Int32: [UInt8]] = [first: [], second: []]
         var open = [first, second]
         var chunk = [UInt8](repeating: 0, count: 65536)
         while !open.isEmpty {
             var fds = open.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
-            guard poll(&fds, nfds_t(fds.count), -1) >= 0 || errno == EINTR else { break }
+            guard poll(&fds, nfds_t(fds.count), 20) >= 0 || errno == EINTR else { break }
+            tick()
             for entry in fds where entry.revents != 0 {
                 let count = read(entry.fd, &chunk, chunk.count)
                 if count > 0 {
