@@ -3,8 +3,9 @@
 
 # What building needs (the C libraries behind the system-library targets).
 BUILD_PACKAGES=(pkg-config libsodium-dev libqrencode-dev libzbar-dev libsqlite3-dev libpng-dev libjpeg62-turbo-dev)
-# What the tests use besides: zbarimg and cjpeg as independent decoders and encoders.
-TEST_PACKAGES=(zbar-tools libjpeg-turbo-progs)
+# What the tests use besides: zbarimg and cjpeg as independent decoders and encoders, and
+# Debian's Python with PyNaCl for an independent implementation of the bundle format.
+TEST_PACKAGES=(zbar-tools libjpeg-turbo-progs python3 python3-nacl)
 
 if [ -t 2 ] && [ -z "${NO_COLOR:-}" ]; then
   say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
