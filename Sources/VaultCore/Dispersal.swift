@@ -40,10 +40,11 @@ enum Dispersal {
         private var stripe: [UInt8]
         private var filled = 0
         private var outputs: [[UInt8]]
-        private let emit: (Int, UnsafeRawBufferPointer) throws -> Void
+        private let emit: ([UnsafeRawBufferPointer]) throws -> Void
 
-        /// `emit(j, segment)` receives piece j's next segment (j from 1 to n).
-        init(k: Int, n: Int, emit: @escaping (Int, UnsafeRawBufferPointer) throws -> Void) {
+        /// `emit(segments)` receives each stripe's segments, piece 1's first; they are
+        /// valid only during the call.
+        init(k: Int, n: Int, emit: @escaping ([UnsafeRawBufferPointer]) throws -> Void) {
             precondition(k >= 1 && k <= n && n <= 255)
             self.k = k
             self.n = n
@@ -73,20 +74,32 @@ enum Dispersal {
         }
 
         private func encode(segment: Int) throws {
-            try stripe.withUnsafeBytes { rows in
+            stripe.withUnsafeBytes { rows in
                 for j in 0..<n {
-                    try outputs[j].withUnsafeMutableBytes { out in
+                    outputs[j].withUnsafeMutableBytes { out in
                         out.baseAddress!.initializeMemory(as: UInt8.self, repeating: 0, count: segment)
                         let target = out.baseAddress!.assumingMemoryBound(to: UInt8.self)
                         for i in 0..<k {
                             vault_gf_mul_add(target, rows.baseAddress!.assumingMemoryBound(to: UInt8.self) + i * segment,
                                              segment, matrix[j][i])
                         }
-                        try emit(j + 1, UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(out)[0..<segment]))
                     }
                 }
             }
+            try withSegments(segment, emit)
             filled = 0
+        }
+
+        private func withSegments(_ length: Int, _ body: ([UnsafeRawBufferPointer]) throws -> Void) rethrows {
+            var pointers: [UnsafeRawBufferPointer] = []
+            func nest(_ j: Int) throws {
+                if j == n { return try body(pointers) }
+                try outputs[j].withUnsafeBytes { out in
+                    pointers.append(UnsafeRawBufferPointer(rebasing: out[0..<length]))
+                    try nest(j + 1)
+                }
+            }
+            try nest(0)
         }
     }
 

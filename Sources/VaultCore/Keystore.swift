@@ -28,7 +28,8 @@ public final class Keystore: Sendable {
     }
 
     /// Creates the keystore with a new identity, or with `force` replaces the identity of an
-    /// existing one. Peers are kept when replacing: trusting them stays valid.
+    /// existing one. Peers are kept when replacing: trusting them stays valid. Replacing is
+    /// refused while the keystore holds shares, which are sealed to the current keys.
     ///
     /// - Parameter passphrase: when given, the private keys are stored sealed under it.
     @discardableResult
@@ -57,6 +58,10 @@ public final class Keystore: Sendable {
             try keystore.write { db in
                 if try Int.fetchOne(db, sql: "SELECT count(*) FROM identity") ?? 0 > 0 {
                     guard force else { throw VaultError.identityExists(path: home.keystorePath) }
+                    // Every stored share is sealed to the current keys: replacing them would
+                    // make each one unopenable, for this holder and for recovery by others.
+                    let shares = try Int.fetchOne(db, sql: "SELECT count(*) FROM secret") ?? 0
+                    guard shares == 0 else { throw VaultError.identityHoldsShares(count: shares) }
                     try db.execute(sql: "DELETE FROM identity")
                 }
                 try db.execute(

@@ -78,13 +78,14 @@ public enum SecretDealer {
                                           signer: dealer).count + ShareBundle.bodyPrefixLength
         for output in outputs { try [UInt8](repeating: 0, count: reserved).withUnsafeBytes { try output.write($0) } }
 
-        // ciphertext → dispersal → per piece: commitment hash and sealed piece stream.
+        // ciphertext → dispersal → per piece, on other cores: commitment hash and sealed piece stream.
         let hashers = (0..<n).map { _ in BundleHeader.commitmentHasher() }
         let pieceSealers = try (0..<n).map { j in try StreamSealer(key: pieceKeys[j]) { try outputs[j].write($0) } }
-        let encoder = Dispersal.Encoder(k: k, n: n) { j, segment in
-            hashers[j - 1].update(segment)
-            try pieceSealers[j - 1].write(segment)
+        let stage = PieceStage(n: n) { j, segment in
+            hashers[j].update(segment)
+            try pieceSealers[j].write(segment)
         }
+        let encoder = Dispersal.Encoder(k: k, n: n, emit: stage.submit)
         var ciphertextLength: UInt64 = 0
         let outer = try StreamSealer(key: dataKey) { chunk in
             ciphertextLength += UInt64(chunk.count)
@@ -109,6 +110,7 @@ public enum SecretDealer {
         try inner?.finish()
         try outer.finish()
         try encoder.finish()
+        try stage.finish()
         try pieceSealers.forEach { try $0.finish() }
 
         let commitments = hashers.map { $0.finish() }

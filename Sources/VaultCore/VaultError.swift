@@ -14,6 +14,8 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
     case noKeystore(path: String)
     /// `init` found an identity already and was not forced.
     case identityExists(path: String)
+    /// `init --force` would replace keys that stored shares are sealed to.
+    case identityHoldsShares(count: Int)
     /// The keystore was written by a newer vault with a schema this build does not know.
     case keystoreTooNew(path: String)
     /// The keystore's content contradicts itself (for example keys that do not match the card).
@@ -98,6 +100,8 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
         case .invalidAddress(let address, let reason): "invalid address \(quoted(address)): \(reason)"
         case .noKeystore(let path): "no keystore at \(path)"
         case .identityExists(let path): "an identity already exists in \(path)"
+        case .identityHoldsShares(let count):
+            "the keystore holds \(count) share\(count == 1 ? "" : "s") sealed to the current identity; a new identity could never open \(count == 1 ? "it" : "them")"
         case .keystoreTooNew(let path): "the keystore at \(path) was written by a newer vault"
         case .keystoreCorrupt(let detail): "the keystore is corrupt: \(detail)"
         case .storage(let message): "keystore error: \(message)"

@@ -78,6 +78,8 @@ enum Report {
             "run 'vault init' to create an identity, or point --home or VAULT_HOME at an existing keystore"
         case .identityExists:
             "pass --force to replace it; your peers will then have to import your new key card"
+        case .identityHoldsShares:
+            "keep this identity, or remove the shares first with 'vault secrets rm' (recovery will then need other holders)"
         case .keystoreTooNew:
             "upgrade vault to open this keystore"
         case .passphraseRequired:
@@ -108,7 +110,7 @@ enum Report {
             "import the dealer's key card first ('vault peer add'), comparing fingerprints"
         case .wrongPassword, .passwordRequired:
             "the password layer was set by the dealer; --password-file FILE reads it from a file"
-        case .fileExists where true:
+        case .fileExists:
             "remove it, choose another name, or pass --force where the command offers it"
         case .storage(let message) where message.contains("disk is full"):
             "free some disk space; nothing was changed"

@@ -6,7 +6,9 @@ import VaultTestSupport
 @Suite(.serialized) struct DispersalTests {
     func disperse(_ data: [UInt8], k: Int, n: Int) throws -> [[UInt8]] {
         var pieces = Array(repeating: [UInt8](), count: n)
-        let encoder = Dispersal.Encoder(k: k, n: n) { j, segment in pieces[j - 1] += segment }
+        let encoder = Dispersal.Encoder(k: k, n: n) { segments in
+            for (j, segment) in segments.enumerated() { pieces[j] += segment }
+        }
         try data.withUnsafeBytes { try encoder.write($0) }
         try encoder.finish()
         return pieces

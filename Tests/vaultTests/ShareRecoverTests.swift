@@ -142,6 +142,19 @@ final class Circle {
         #expect(!FileManager.default.fileExists(atPath: failed))
     }
 
+    @Test func initForceRefusesWhileSharesAreHeld() throws {
+        let circle = try Circle(["alice", "bob"])
+        let id = try circle.share(from: "alice", ["-", "--to", "bob", "-k", "2"])
+        let card = try circle["bob"].card()
+        let message = try circle["bob"].fails("init", "--label", "bob2", "--force")
+        #expect(message.contains("the keystore holds 1 share sealed to the current identity"))
+        #expect(message.contains("vault: hint: keep this identity, or remove the shares first"))
+        #expect(try circle["bob"].card() == card)
+        try circle["bob"].ok("secrets", "rm", id, "--yes")
+        try circle["bob"].ok("init", "--label", "bob2", "--force")
+        #expect(try circle["bob"].card() != card)
+    }
+
     @Test func listsShowsAndRemoves() throws {
         let circle = try Circle(["alice", "bob", "carol"])
         let id = try circle.share(from: "alice", ["-", "--to", "bob,carol", "-k", "2", "--description", "door code",
