@@ -40,11 +40,45 @@ enum SecretStream {
     }
 }
 
+/// Gathers bytes into chunks of a fixed size and hands a full chunk on only when more bytes
+/// arrive. The last chunk, full or short, stays behind until the end of input is known:
+/// that is what lets the sealer tag it FINAL and the opener demand the tag there.
+struct ChunkAccumulator {
+    private(set) var buffer: [UInt8]
+    private(set) var count = 0
+
+    init(capacity: Int) { buffer = [UInt8](repeating: 0, count: capacity) }
+
+    mutating func append(_ bytes: UnsafeRawBufferPointer, full: ([UInt8]) throws -> Void) rethrows {
+        var offset = 0
+        while offset < bytes.count {
+            if count == buffer.count {
+                try full(buffer)
+                count = 0
+            }
+            let take = min(bytes.count - offset, buffer.count - count)
+            buffer.withUnsafeMutableBytes { ($0.baseAddress! + count).copyMemory(from: bytes.baseAddress! + offset, byteCount: take) }
+            count += take
+            offset += take
+        }
+    }
+
+    /// Takes what is held, leaving the accumulator empty.
+    mutating func drain() -> ArraySlice<UInt8> {
+        defer { count = 0 }
+        return buffer[0..<count]
+    }
+
+    /// Overwrites the held bytes (plaintext must not linger).
+    mutating func wipe() {
+        buffer.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) }
+    }
+}
+
 /// Seals a stream written in pieces of any size.
 final class StreamSealer {
     private var state = crypto_secretstream_xchacha20poly1305_state()
-    private var buffer: [UInt8]
-    private var buffered = 0
+    private var pending = ChunkAccumulator(capacity: SecretStream.chunkLength)
     private var sealed: [UInt8]
     private let emit: (UnsafeRawBufferPointer) throws -> Void
     private var finished = false
@@ -54,7 +88,6 @@ final class StreamSealer {
         Sodium.ready
         precondition(key.count == Int(crypto_secretstream_xchacha20poly1305_KEYBYTES))
         self.emit = emit
-        buffer = [UInt8](repeating: 0, count: SecretStream.chunkLength)
         sealed = [UInt8](repeating: 0, count: SecretStream.sealedChunkLength)
         var header = [UInt8](repeating: 0, count: SecretStream.headerLength)
         key.withUnsafeBytes { k in
@@ -65,35 +98,29 @@ final class StreamSealer {
 
     deinit {
         sodium_memzero(&state, MemoryLayout.size(ofValue: state))
-        buffer.withUnsafeMutableBytes { sodium_memzero($0.baseAddress!, $0.count) }
+        pending.wipe()
     }
 
-    /// Adds plaintext. A full chunk is sealed only once more data arrives, because only then
-    /// is it known not to be the last.
+    /// Adds plaintext.
     func write(_ bytes: UnsafeRawBufferPointer) throws {
         precondition(!finished)
-        var offset = 0
-        while offset < bytes.count {
-            if buffered == SecretStream.chunkLength { try sealChunk(final: false) }
-            let take = min(bytes.count - offset, SecretStream.chunkLength - buffered)
-            buffer.withUnsafeMutableBytes { ($0.baseAddress! + buffered).copyMemory(from: bytes.baseAddress! + offset, byteCount: take) }
-            buffered += take
-            offset += take
-        }
+        try pending.append(bytes) { try seal($0[...], final: false) }
     }
 
     /// Seals what remains as the FINAL chunk.
     func finish() throws {
         precondition(!finished)
-        try sealChunk(final: true)
+        try seal(pending.drain(), final: true)
         finished = true
     }
 
-    private func sealChunk(final: Bool) throws {
+    private func seal(_ chunk: ArraySlice<UInt8>, final: Bool) throws {
         let tag = UInt8(final ? crypto_secretstream_xchacha20poly1305_TAG_FINAL : crypto_secretstream_xchacha20poly1305_TAG_MESSAGE)
         var length: UInt64 = 0
-        _ = crypto_secretstream_xchacha20poly1305_push(&state, &sealed, &length, buffer, UInt64(buffered), nil, 0, tag)
-        buffered = 0
+        chunk.withUnsafeBytes { plain in
+            _ = crypto_secretstream_xchacha20poly1305_push(&state, &sealed, &length, plain.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                                                           UInt64(plain.count), nil, 0, tag)
+        }
         try sealed.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<Int(length)])) }
     }
 }
@@ -104,8 +131,7 @@ final class StreamOpener {
     private let key: SecureBytes
     private var header: [UInt8] = []
     private var started = false
-    private var buffer: [UInt8]
-    private var buffered = 0
+    private var pending = ChunkAccumulator(capacity: SecretStream.sealedChunkLength)
     private var plain: [UInt8]
     private var sawFinal = false
     private let emit: (UnsafeRawBufferPointer) throws -> Void
@@ -114,7 +140,6 @@ final class StreamOpener {
         Sodium.ready
         self.key = key
         self.emit = emit
-        buffer = [UInt8](repeating: 0, count: SecretStream.sealedChunkLength)
         plain = [UInt8](repeating: 0, count: SecretStream.chunkLength)
     }
 
@@ -139,27 +164,25 @@ final class StreamOpener {
                 }
                 continue
             }
-            // A full sealed chunk is opened only when more bytes follow it: the last chunk
-            // may also be full, and it is recognised by the end of input.
-            if buffered == SecretStream.sealedChunkLength { try openChunk(last: false) }
-            let take = min(bytes.count - offset, SecretStream.sealedChunkLength - buffered)
-            buffer.withUnsafeMutableBytes { ($0.baseAddress! + buffered).copyMemory(from: bytes.baseAddress! + offset, byteCount: take) }
-            buffered += take
-            offset += take
+            try pending.append(UnsafeRawBufferPointer(rebasing: bytes[offset...])) { try open($0[...], last: false) }
+            return
         }
     }
 
     /// Ends the stream: the remaining bytes must be the FINAL chunk.
     func finish() throws {
-        guard started, buffered >= SecretStream.overhead else { throw SecretStream.Failure.truncated }
-        try openChunk(last: true)
+        guard started, pending.count >= SecretStream.overhead else { throw SecretStream.Failure.truncated }
+        try open(pending.drain(), last: true)
     }
 
-    private func openChunk(last: Bool) throws {
+    private func open(_ chunk: ArraySlice<UInt8>, last: Bool) throws {
         guard !sawFinal else { throw SecretStream.Failure.trailingData }
         var length: UInt64 = 0
         var tag: UInt8 = 0
-        let status = crypto_secretstream_xchacha20poly1305_pull(&state, &plain, &length, &tag, buffer, UInt64(buffered), nil, 0)
+        let status = chunk.withUnsafeBytes { sealedChunk in
+            crypto_secretstream_xchacha20poly1305_pull(&state, &plain, &length, &tag, sealedChunk.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                                                       UInt64(sealedChunk.count), nil, 0)
+        }
         guard status == 0 else { throw SecretStream.Failure.forged }
         let isFinal = tag == UInt8(crypto_secretstream_xchacha20poly1305_TAG_FINAL)
         if isFinal && !last { throw SecretStream.Failure.trailingData }
@@ -167,7 +190,6 @@ final class StreamOpener {
         // A chunk before the last must be full: the framing allows one encoding only.
         if !last && length != UInt64(SecretStream.chunkLength) { throw SecretStream.Failure.forged }
         sawFinal = isFinal
-        buffered = 0
         try plain.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<Int(length)])) }
     }
 }
