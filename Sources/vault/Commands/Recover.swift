@@ -44,8 +44,10 @@ struct Recover: ParsableCommand {
                 throw VaultError.passwordRequired
             }
         }
+        // Plaintext goes straight from vault's buffers to the file descriptor: no copies
+        // in Foundation buffers that nobody wipes.
         let sink: (UnsafeRawBufferPointer) throws -> Void = { bytes in
-            if let file { try file.write(bytes) } else { FileHandle.standardOutput.write(Data(bytes)) }
+            if let file { try file.write(bytes) } else { try writeStandardOutput(bytes) }
         }
         let peers = try keystore.peers()
         func holder(_ piece: PieceOutcome) -> String {
@@ -53,8 +55,8 @@ struct Recover: ParsableCommand {
             let label = peers.first { $0.card == sender }?.label.value ?? "unknown holder \(sender.fingerprint)"
             return "'\(label)' (\(piece.source))"
         }
-        var keyBytes = [UInt8]()
-        defer { keyBytes.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) } }
+        let key = SecureBytes(count: 32)
+        var keyLength = 0
         let result = try SecretRecovery.recover(
             secret, keystore: keystore, identity: identity, pieceFiles: pieces, password: password,
             metadataReady: { metadata in
@@ -68,10 +70,26 @@ struct Recover: ParsableCommand {
                 }
             },
             output: { bytes in
-                // A key is shown as hex, once whole.
-                if type == .key { keyBytes += bytes } else { try sink(bytes) }
+                // A key is shown as hex, once whole; until then it sits in locked memory.
+                guard type == .key else { return try sink(bytes) }
+                guard keyLength + bytes.count <= key.count else { throw VaultError.corruptSecret("a key longer than 32 bytes") }
+                key.withUnsafeMutableBytes { ($0.baseAddress! + keyLength).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count) }
+                keyLength += bytes.count
             })
-        if type == .key { try Array((keyBytes.map { String(format: "%02x", $0) }.joined() + "\n").utf8).withUnsafeBytes(sink) }
+        if type == .key {
+            let hex = SecureBytes(count: 2 * keyLength + 1)
+            let digits = Array("0123456789abcdef".utf8)
+            key.withUnsafeBytes { k in
+                hex.withUnsafeMutableBytes { out in
+                    for i in 0..<keyLength {
+                        out[2 * i] = digits[Int(k[i] >> 4)]
+                        out[2 * i + 1] = digits[Int(k[i] & 15)]
+                    }
+                    out[2 * keyLength] = 0x0A
+                }
+            }
+            try hex.withUnsafeBytes(sink)
+        }
         try file?.commit()
         if let name = result.metadata.fileName { Terminal.standardError("file name: \(name)") }
         if let username = result.metadata.username { Terminal.standardError("username: \(username)") }
@@ -79,6 +97,17 @@ struct Recover: ParsableCommand {
         let used = result.pieces.filter { $0.problem == nil }.compactMap(\.index).prefix(secret.header.threshold)
         Terminal.standardError("recovered \(type) \(secret.header.secretIDHex.prefix(16)) from pieces \(used.map(String.init).joined(separator: ", "))"
             + (output.map { " into \($0)" } ?? ""))
+    }
+}
+
+/// Writes to standard output with write(2), retrying short writes.
+func writeStandardOutput(_ bytes: UnsafeRawBufferPointer) throws {
+    var offset = 0
+    while offset < bytes.count {
+        let count = write(STDOUT_FILENO, bytes.baseAddress! + offset, bytes.count - offset)
+        if count < 0 && errno == EINTR { continue }
+        guard count > 0 else { throw VaultError.fileSystem(path: "standard output", reason: String(cString: strerror(errno))) }
+        offset += count
     }
 }
 
