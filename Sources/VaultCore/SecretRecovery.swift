@@ -8,7 +8,8 @@ public struct PieceOutcome: Sendable {
     public let index: Int?
     /// The holder who released it (nil for your own share).
     public let sender: KeyCard?
-    /// Nil if it verified; otherwise why it was set aside.
+    /// Nil if it verified; otherwise why it was set aside, starting "forged:" when it
+    /// decrypts but contradicts the dealer's signed header, "damaged:" when it does not.
     public let problem: String?
 }
 
@@ -118,19 +119,19 @@ public enum SecretRecovery {
         let reader = PieceReader(source: source, key: candidate.pieceKey, sealedLength: sealedLength, observe: hasher.update)
         do {
             try reader.drain()
-        } catch let error as VaultError {
-            return "\(error)"
+        } catch VaultError.truncated {
+            return "damaged: it is truncated"
         } catch {
-            return "its piece does not decrypt"
+            return "damaged: it does not decrypt"
         }
         let commitment = header.commitments[candidate.index - 1]
         guard Sodium.equal(hasher.finish(), commitment) else {
-            return "its piece does not match the dealer's commitment (forged or damaged)"
+            return "forged: it does not match the dealer's commitment"
         }
         let key = BundleHeader.possessionKeyPair(secretID: header.secretID, index: candidate.index,
                                                  keyShare: candidate.keyShare, commitment: commitment).publicKey
         guard key == header.possessionKeys[candidate.index - 1] else {
-            return "its key share does not match the dealer's proof key (forged or damaged)"
+            return "forged: its key share does not match the dealer's proof key"
         }
         return nil
     }

@@ -194,6 +194,7 @@ def main(args):
     else:
         assert outer[0] == 1 and password is not None, "password layer"
         n = 1 << outer[1]
+        print(f"scrypt N={n}", file=sys.stderr)
         pw_key = hashlib.scrypt(password, salt=outer[2:34], n=n, r=8, p=1, dklen=32, maxmem=(n * 1024 + (1 << 20)) * 2)
         payload = open_stream(pw_key, outer[34:])
     assert payload[0] == h0["type"]

@@ -64,7 +64,7 @@ struct Recover: ParsableCommand {
             },
             verified: { piece in
                 if let problem = piece.problem {
-                    Terminal.standardError("vault: warning: forged piece \(piece.index ?? 0) from \(holder(piece)) set aside: \(problem)")
+                    Terminal.standardError("vault: warning: piece \(piece.index ?? 0) from \(holder(piece)) set aside, \(problem)")
                 } else {
                     Terminal.standardError("piece \(piece.index ?? 0) from \(holder(piece)): verified")
                 }
