@@ -38,7 +38,7 @@ let package = Package(
         .target(
             name: "VaultNet",
             dependencies: [
-                "VaultCore",
+                "VaultCore", "CSodium",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
@@ -53,6 +53,7 @@ let package = Package(
 
         .target(name: "VaultTestSupport", dependencies: ["VaultCore", "CSodium"]),
         .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultTestSupport"]),
+        .testTarget(name: "VaultNetTests", dependencies: ["VaultNet", "VaultCore", "VaultTestSupport"]),
         .testTarget(name: "vaultTests", dependencies: ["VaultCore", "VaultTestSupport"]),
     ]
 )

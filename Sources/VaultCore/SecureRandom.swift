@@ -20,6 +20,11 @@ public struct SecureRandom: RandomSource {
     }
 }
 
+extension SecureBytes {
+    /// `count` bytes from ``SecureRandom``, in locked memory: for keys.
+    public static func random(count: Int) -> SecureBytes { SecureRandom().secureBytes(count) }
+}
+
 extension RandomSource {
     /// `count` fresh random bytes, in an ordinary array: for public values such as ids and nonces.
     func bytes(_ count: Int) -> [UInt8] {

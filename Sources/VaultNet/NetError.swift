@@ -1,0 +1,27 @@
+/// Every failure VaultNet reports. Messages are lowercase, without a final period, and
+/// never carry key material.
+public enum NetError: Error, Equatable, CustomStringConvertible {
+    /// X25519 gave the all-zero output: the peer's key has small order.
+    case weakKey
+    /// A Noise message did not authenticate: altered, replayed, or under another key.
+    case decryption
+    /// A Noise message was shorter than its pattern requires.
+    case truncated
+    /// A Noise message would exceed 65535 bytes.
+    case tooLong
+    /// A handshake step came in the wrong order.
+    case outOfOrder
+    /// A session sent 2^64 - 1 messages, a counter Noise reserves.
+    case nonceExhausted
+
+    public var description: String {
+        switch self {
+        case .weakKey: "the peer's key has small order"
+        case .decryption: "a message did not authenticate"
+        case .truncated: "a handshake message is truncated"
+        case .tooLong: "a message is longer than 65535 bytes"
+        case .outOfOrder: "a handshake message came out of order"
+        case .nonceExhausted: "the session's message counter is exhausted"
+        }
+    }
+}
