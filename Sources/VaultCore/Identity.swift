@@ -53,6 +53,9 @@ public final class Identity {
         return (try! Identity(label: label, card: nil, secret: secret), secret)
     }
 
+    /// The X25519 secret key, as the Noise static key of this machine's connections.
+    public var agreementSecretKey: SecureBytes { agreementSecret }
+
     /// An Ed25519 signature over `message`.
     public func sign(_ message: [UInt8]) -> [UInt8] {
         var signature = [UInt8](repeating: 0, count: Int(crypto_sign_BYTES))

@@ -301,3 +301,11 @@ enum Box {
         return status == 0 ? plain : nil
     }
 }
+
+extension BundleHeader {
+    /// The header of the bundle file at `path`, once its signature verifies.
+    public init(bundleAt path: String) throws {
+        var source = try FileSource(path: path)
+        (self, _) = try ShareBundle.parsePrefix { try source.readFully($0) }
+    }
+}

@@ -11,4 +11,18 @@ public enum NetLimits {
     public static let defaultPort: UInt16 = 7733
     /// The Noise prologue, binding every handshake to this protocol's version.
     public static let prologue = Array("vault/1".utf8)
+    /// The application protocol's version byte.
+    static let protocolVersion: UInt8 = 1
+    /// Plaintext per Noise transport message.
+    static let framePlaintext = noiseMaximumMessage - noiseTagLength
+    /// The largest streamed body (a bundle or a piece): 1 TiB and change.
+    static let maximumStream: UInt64 = (1 << 40) + (1 << 20)
+    /// The whole handshake must finish within this many seconds.
+    public static let handshakeSeconds: Int64 = 10
+    /// A connection silent this long is closed.
+    public static let idleSeconds: Int64 = 30
+    /// Connections `vault serve` handles at once; more are refused.
+    public static let maximumConnections = 64
+    /// Piece requests one peer may make per minute.
+    public static let pieceRequestsPerMinute = 10
 }

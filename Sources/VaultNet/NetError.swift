@@ -13,6 +13,16 @@ public enum NetError: Error, Equatable, CustomStringConvertible {
     case outOfOrder
     /// A session sent 2^64 - 1 messages, a counter Noise reserves.
     case nonceExhausted
+    /// The connection closed: the peer hung up, or went silent past the timeout.
+    case closed
+    /// The peer broke the protocol; the text says how.
+    case protocolViolation(String)
+    /// The peer refused, with its code and reason.
+    case refused(RefusalCode, String)
+    /// The peer at that address holds another key than the one trusted under its label.
+    case unexpectedPeer(expected: String)
+    /// The peer could not be reached.
+    case unreachable(String)
 
     public var description: String {
         switch self {
@@ -22,6 +32,11 @@ public enum NetError: Error, Equatable, CustomStringConvertible {
         case .tooLong: "a message is longer than 65535 bytes"
         case .outOfOrder: "a handshake message came out of order"
         case .nonceExhausted: "the session's message counter is exhausted"
+        case .closed: "the connection closed (the peer hung up or went silent)"
+        case .protocolViolation(let detail): "protocol violation: \(detail)"
+        case .refused(let code, let reason): reason.isEmpty ? "refused: \(code)" : "refused: \(code) (\(reason))"
+        case .unexpectedPeer(let label): "the peer at that address is not '\(label)': its key differs from the one you trust"
+        case .unreachable(let detail): "unreachable: \(detail)"
         }
     }
 }

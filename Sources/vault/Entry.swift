@@ -3,25 +3,29 @@ import Foundation
 import VaultCore
 
 /// The `vault` command: parses, calls VaultCore, prints, and maps failures to exit codes.
-struct Vault: ParsableCommand {
+struct Vault: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "vault",
         abstract: "A peer-authenticated threshold vault.",
         discussion: "Every machine has an identity; people trust each other face to face by exchanging key cards.",
         version: "0.1.0",
-        subcommands: [Init.self, Id.self, PeerCommand.self, Passphrase.self, Share.self, SecretsCommand.self, Recover.self, Bench.self]
+        subcommands: [Init.self, Id.self, PeerCommand.self, Passphrase.self, Share.self, SecretsCommand.self, Recover.self, Serve.self, Bench.self]
     )
 }
 
 @main
 enum Entry {
-    static func main() {
+    static func main() async {
         // Secrets must not land in core files.
         var noCore = rlimit(rlim_cur: 0, rlim_max: 0)
         setrlimit(Int32(RLIMIT_CORE.rawValue), &noCore)
         do {
             var command = try Vault.parseAsRoot()
-            try command.run()
+            if var asynchronous = command as? AsyncParsableCommand {
+                try await asynchronous.run()
+            } else {
+                try command.run()
+            }
         } catch {
             if let code = Report.handle(error) { exit(code) }
             // Help and version requests print as ArgumentParser formats them; mistakes on the

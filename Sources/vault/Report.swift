@@ -18,6 +18,7 @@ enum CLIError: Error {
     case cardSource(String)
     case invalidInput(String)
     case unavailable(String, hint: String)
+    case undelivered(secret: String, labels: [String])
 }
 
 /// Turns an error into the one `vault: error:` line, an optional `vault: hint:` line and an
@@ -69,6 +70,9 @@ enum Report {
             (message, nil)
         case .unavailable(let message, let hint):
             (message, hint)
+        case .undelivered(let secret, let labels):
+            ("\(labels.count) holder\(labels.count == 1 ? "" : "s") did not receive a share: \(labels.joined(separator: ", "))",
+             "their bundles wait in the outbox; once they run 'vault serve', send them with 'vault secrets push \(secret) --to \(labels.joined(separator: ","))'")
         }
     }
 

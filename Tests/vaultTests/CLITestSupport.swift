@@ -26,6 +26,12 @@ final class User {
     @discardableResult
     func fails(_ arguments: String..., stdin: String = "", status: Int32 = 1,
                sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
+        try fails(arguments, stdin: stdin, status: status, sourceLocation: sourceLocation)
+    }
+
+    @discardableResult
+    func fails(_ arguments: [String], stdin: String = "", status: Int32 = 1,
+               sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
         let before = vault.keystoreBytes()
         let result = try vault.run(arguments, stdin: Array(stdin.utf8))
         #expect(result.status == status, "vault \(arguments.joined(separator: " ")): status \(result.status), \(result.stderr)",

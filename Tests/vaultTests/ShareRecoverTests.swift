@@ -95,7 +95,7 @@ final class Circle {
         #expect(note.stdout == "a note from stdin")
         let password = try roundTrip(["--type", "password", "-", "--username", "ana", "--url", "https://example.org"],
                                      stdin: "hunter2\n")
-        #expect(password.stdout == "hunter2")
+        #expect(password.stdout == "hunter2\n")
         #expect(password.stderr.contains("username: ana") && password.stderr.contains("url: https://example.org"))
         let contact = try roundTrip(["--type", "contact", "--contact-name", "Ana Lima", "--phone", "+351 1", "--phone", "+351 2",
                                      "--email", "ana@example.org", "--address", "Rua 1, Lisboa"])

@@ -1,14 +1,17 @@
 import ArgumentParser
 import Foundation
 import VaultCore
+import VaultNet
 
-struct Recover: ParsableCommand {
+struct Recover: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Rebuild a secret from your share and pieces released by other holders.",
+        abstract: "Rebuild a secret from your share and pieces from other holders.",
         discussion: """
-            Every piece is checked against the dealer's signed header before anything is \
-            combined. A piece that fails is reported as forged and left out; recovery goes on \
-            while enough good pieces remain.
+            Without --piece, every trusted peer that holds a share of the secret and has an \
+            address (stored with the peer, or given with --peer) is asked over an encrypted \
+            channel, proving that you hold a share yourself. Every piece is checked against the \
+            dealer's signed header before anything is combined. A piece that fails is reported \
+            and left out; recovery goes on while enough good pieces remain.
             """)
 
     @OptionGroup var home: HomeOption
@@ -30,10 +33,17 @@ struct Recover: ParsableCommand {
     @Option(help: ArgumentHelp("Read the secret's password layer from the first line of this file.", valueName: "file"))
     var passwordFile: String?
 
-    func run() throws {
+    @OptionGroup var reach: PeerAddressOptions
+
+    @Option(help: ArgumentHelp("Seconds to wait for holders over the LAN.", valueName: "s"))
+    var timeout: Int = 10
+
+    func run() async throws {
         let keystore = try home.openKeystore()
         let secret = try keystore.secret(matching: self.secret)
         let identity = try keys.unlock(keystore)
+        let gathered = pieces.isEmpty ? try await gather(secret, keystore: keystore, identity: identity) : []
+        let pieces = self.pieces + gathered.map(\.path)
         let file = try output.map { try OutputFile(path: $0, replace: force) }
         let type = secret.header.type
         let password: () throws -> SecureBytes = { [passwordFile] in
@@ -53,7 +63,7 @@ struct Recover: ParsableCommand {
         func holder(_ piece: PieceOutcome) -> String {
             guard let sender = piece.sender else { return "your share" }
             let label = peers.first { $0.card == sender }?.label.value ?? "unknown holder \(sender.fingerprint)"
-            return "'\(label)' (\(piece.source))"
+            return gathered.contains { $0.path == piece.source } ? "'\(label)'" : "'\(label)' (\(piece.source))"
         }
         let key = SecureBytes(count: 32)
         var keyLength = 0
@@ -90,6 +100,8 @@ struct Recover: ParsableCommand {
             }
             try hex.withUnsafeBytes(sink)
         }
+        // A password ends its line on standard output, as `pass show` does; a file gets it exact.
+        if type == .password && file == nil { try Array("\n".utf8).withUnsafeBytes(sink) }
         try file?.commit()
         if let name = result.metadata.fileName { Terminal.standardError("file name: \(name)") }
         if let username = result.metadata.username { Terminal.standardError("username: \(username)") }
@@ -97,6 +109,66 @@ struct Recover: ParsableCommand {
         let used = result.pieces.filter { $0.problem == nil }.compactMap(\.index).prefix(secret.header.threshold)
         Terminal.standardError("recovered \(type) \(secret.header.secretIDHex.prefix(16)) from pieces \(used.map(String.init).joined(separator: ", "))"
             + (output.map { " into \($0)" } ?? ""))
+    }
+}
+
+extension Recover {
+    /// Asks every reachable holder at once for its piece; returns the pieces received, in
+    /// files sealed to us that disappear when released.
+    func gather(_ secret: StoredSecret, keystore: Keystore, identity: Identity) async throws -> [OutputFile] {
+        let header = secret.header
+        let peers = try keystore.peers()
+        let addresses = try reach.addresses(for: peers)
+        let holders = peers.compactMap { peer -> (Peer, Int)? in
+            guard let index = header.index(of: peer.card.agreementKey), index != header.holderIndex else { return nil }
+            return (peer, index)
+        }
+        Terminal.standardError("need \(header.threshold - 1) piece\(header.threshold == 2 ? "" : "s") besides yours; "
+            + "holders you trust: \(holders.isEmpty ? "none" : holders.map { "\($0.0.label) (index \($0.1))" }.joined(separator: ", "))")
+        var received: [OutputFile] = []
+        var waiting = 0
+        await withTaskGroup(of: (Peer, Int, Result<OutputFile, Error>)?.self) { group in
+            for (peer, index) in holders {
+                guard let address = addresses[peer.label.value] else {
+                    Terminal.standardError("  \(peer.label): no address known (use --peer \(peer.label)=HOST:PORT)")
+                    continue
+                }
+                Terminal.standardError("  asking \(peer.label) at \(address)")
+                waiting += 1
+                group.addTask {
+                    do {
+                        let file = try OutputFile(path: keystore.home.directory + "/.incoming-\(UUID().uuidString).vpiece")
+                        try await PeerClient.requestPiece(of: secret, from: peer, holderIndex: index, at: address,
+                                                          identity: identity, into: file)
+                        return (peer, index, .success(file))
+                    } catch {
+                        return (peer, index, .failure(error))
+                    }
+                }
+            }
+            guard waiting > 0 else { return }
+            group.addTask {
+                try? await Task.sleep(nanoseconds: UInt64(timeout) * 1_000_000_000)
+                return nil
+            }
+            while waiting > 0, let next = await group.next() {
+                guard let (peer, _, result) = next else {
+                    Terminal.standardError("  no more answers within \(timeout) s")
+                    group.cancelAll()
+                    break
+                }
+                waiting -= 1
+                switch result {
+                case .success(let file):
+                    Terminal.standardError("  \(peer.label): piece received")
+                    received.append(file)
+                case .failure(let error):
+                    Terminal.standardError("  \(peer.label): \(error)")
+                }
+            }
+            group.cancelAll()
+        }
+        return received
     }
 }
 

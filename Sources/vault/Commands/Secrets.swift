@@ -1,12 +1,13 @@
 import ArgumentParser
 import Foundation
 import VaultCore
+import VaultNet
 
 struct SecretsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "secrets",
         abstract: "Manage the shares this machine holds.",
-        subcommands: [SecretsImport.self, SecretsList.self, SecretsShow.self, SecretsRemove.self, SecretsRelease.self]
+        subcommands: [SecretsImport.self, SecretsList.self, SecretsShow.self, SecretsRemove.self, SecretsRelease.self, SecretsPush.self]
     )
 }
 
@@ -182,4 +183,45 @@ struct SecretJSON: Encodable {
 
 func pad(_ text: String, _ width: Int) -> String {
     text.count >= width ? text + " " : text + String(repeating: " ", count: width - text.count)
+}
+
+struct SecretsPush: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "push",
+        abstract: "Deliver again the bundles of a secret you shared that did not reach their holders.")
+
+    @OptionGroup var home: HomeOption
+    @OptionGroup var keys: PassphraseOption
+
+    @Argument(help: ArgumentHelp("The secret's name or id.", valueName: "id"))
+    var secret: String
+
+    @Option(help: ArgumentHelp("The holders to send to, comma-separated.", valueName: "labels"))
+    var to: String
+
+    @OptionGroup var reach: PeerAddressOptions
+
+    func run() async throws {
+        let keystore = try home.openKeystore()
+        let secret = try keystore.secret(matching: self.secret)
+        let outbox = try Outbox(home: keystore.home)
+        let addresses = try reach.addresses(for: try keystore.peers())
+        let peers = try to.split(separator: ",").map { try keystore.peer(named: $0.trimmingCharacters(in: .whitespaces)) }
+        let identity = try keys.unlock(keystore)
+        var missed: [String] = []
+        for peer in peers {
+            let path = outbox.path(secret: secret.header.secretIDHex, label: peer.label)
+            guard FileManager.default.fileExists(atPath: path) else {
+                Terminal.standardError("  \(peer.label): no undelivered bundle of this secret")
+                missed.append(peer.label.value)
+                continue
+            }
+            if try await deliver(path, to: peer, address: addresses[peer.label.value], identity: identity) {
+                try? FileManager.default.removeItem(atPath: path)
+            } else {
+                missed.append(peer.label.value)
+            }
+        }
+        guard missed.isEmpty else { throw CLIError.undelivered(secret: String(secret.header.secretIDHex.prefix(16)), labels: missed) }
+    }
 }

@@ -1,16 +1,18 @@
 import ArgumentParser
 import Foundation
 import VaultCore
+import VaultNet
 
-struct Share: ParsableCommand {
+struct Share: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Encrypt a secret and split it among trusted holders.",
         discussion: """
             The secret is encrypted under a fresh key; the key is split with Shamir's scheme and \
             the ciphertext dispersed so that any K of the holders' pieces rebuild it. You are \
             always one of the holders: n is the number of --to peers plus one, and your own share \
-            stays in your keystore. Each other holder gets one sealed, signed bundle, written to \
-            --out-dir as LABEL.vshare.
+            stays in your keystore. Each other holder gets one sealed, signed bundle: delivered \
+            over an encrypted channel to its 'vault serve' (at the address stored with the peer, \
+            or given with --peer), or written to --out-dir as LABEL.vshare.
             """)
 
     @OptionGroup var home: HomeOption
@@ -45,8 +47,10 @@ struct Share: ParsableCommand {
     @Option(help: ArgumentHelp("A local, public name for the secret in your keystore.", valueName: "name"))
     var name: String?
 
-    @Option(help: ArgumentHelp("Write the other holders' bundles into this directory.", valueName: "dir"))
+    @Option(help: ArgumentHelp("Write the other holders' bundles into this directory instead of delivering them.", valueName: "dir"))
     var outDir: String?
+
+    @OptionGroup var reach: PeerAddressOptions
 
     @OptionGroup var fields: SecretFieldOptions
 
@@ -55,20 +59,16 @@ struct Share: ParsableCommand {
         if scrypt.n != nil && !password && passwordFile == nil { throw ValidationError("--scrypt-n needs --password or --password-file") }
     }
 
-    func run() throws {
+    func run() async throws {
         let secretType = try resolvedType()
         let keystore = try home.openKeystore()
         let names = to.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
         guard Set(names.map { $0.lowercased() }).count == names.count else {
             throw CLIError.invalidInput("--to names a holder twice")
         }
-        let holders = try names.map { name -> (label: Label, card: KeyCard) in
-            let peer = try keystore.peer(named: name)
-            return (peer.label, peer.card)
-        }
-        guard let outDir else {
-            throw CLIError.unavailable("delivery over the LAN is not available yet", hint: "pass --out-dir DIR and hand each holder its .vshare file")
-        }
+        let peers = try names.map { try keystore.peer(named: $0) }
+        let holders = peers.map { (label: $0.label, card: $0.card) }
+        let addresses = try reach.addresses(for: try keystore.peers())
         if description.isEmpty == false {
             Terminal.standardError("vault: note: the description is public: every holder's bundle carries it in the clear")
         }
@@ -86,7 +86,10 @@ struct Share: ParsableCommand {
                                    publishLabels: labels, password: layerPassword, scrypt: try scrypt.parameters())
 
         let own = try OutputFile(path: keystore.home.directory + "/.incoming-\(getpid()).vshare")
-        let others = try holders.map { try OutputFile(path: outDir + "/\($0.label).vshare") }
+        let outbox = try Outbox(home: keystore.home)
+        let others = try holders.map { holder in
+            try OutputFile(path: outDir.map { $0 + "/\(holder.label).vshare" } ?? outbox.pendingPath(for: holder.label))
+        }
         var source = try content(for: secretType)
         _ = try SecretDealer.share(request, content: &source, dealer: identity, outputs: [own] + others)
         let stored = try keystore.storeOwnBundle(at: own.path, identity: identity, name: localName)
@@ -95,9 +98,20 @@ struct Share: ParsableCommand {
         let header = stored.header
         print(header.secretIDHex)
         Terminal.standardError("shared \(secretType) \(header.secretIDHex.prefix(16)) as \(header.threshold) of \(header.count); your share is in the keystore")
-        for (holder, file) in zip(holders, others) {
-            Terminal.standardError("  \(holder.label): \(file.path)")
+        guard outDir == nil else {
+            for (holder, file) in zip(holders, others) { Terminal.standardError("  \(holder.label): \(file.path)") }
+            return
         }
+        var missed: [String] = []
+        for (peer, file) in zip(peers, others) {
+            let kept = try outbox.keep(file.path, secret: header.secretIDHex, label: peer.label)
+            if try await deliver(kept, to: peer, address: addresses[peer.label.value], identity: identity) {
+                try? FileManager.default.removeItem(atPath: kept)
+            } else {
+                missed.append(peer.label.value)
+            }
+        }
+        guard missed.isEmpty else { throw CLIError.undelivered(secret: String(header.secretIDHex.prefix(16)), labels: missed) }
     }
 
     private func resolvedType() throws -> SecretType {
@@ -126,6 +140,49 @@ struct Share: ParsableCommand {
             if let file, file != "-" { return try FileSource(path: file) }
             return FileSource(standardInput: ())
         }
+    }
+}
+
+/// Delivers one bundle and reports the outcome; true if the holder stored it.
+func deliver(_ path: String, to peer: Peer, address: PeerAddress?, identity: Identity) async throws -> Bool {
+    guard let address else {
+        Terminal.standardError("  \(peer.label): unreachable: no address known (discovery is not available yet; use --peer \(peer.label)=HOST:PORT)")
+        return false
+    }
+    do {
+        try await PeerClient.deliver(bundleAt: path, to: peer, at: address, identity: identity)
+        Terminal.standardError("  \(peer.label): delivered to \(address)")
+        return true
+    } catch let error as NetError {
+        Terminal.standardError("  \(peer.label): \(error)")
+        return false
+    } catch let error as VaultError {
+        Terminal.standardError("  \(peer.label): \(error)")
+        return false
+    }
+}
+
+/// Bundles not yet delivered: `$VAULT_HOME/outbox/ID-LABEL.vshare`, sealed to their holders,
+/// kept at 0600 until `vault secrets push` delivers them.
+struct Outbox {
+    let directory: String
+
+    init(home: VaultHome) throws {
+        directory = home.directory + "/outbox"
+        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
+            throw VaultError.fileSystem(path: directory, reason: String(cString: strerror(errno)))
+        }
+    }
+
+    func pendingPath(for label: Label) -> String { directory + "/.pending-\(getpid())-\(label).vshare" }
+
+    func path(secret: String, label: Label) -> String { directory + "/\(secret.prefix(32))-\(label).vshare" }
+
+    /// Moves a just-written bundle to its outbox name.
+    func keep(_ pending: String, secret: String, label: Label) throws -> String {
+        let target = path(secret: secret, label: label)
+        guard rename(pending, target) == 0 else { throw VaultError.fileSystem(path: target, reason: String(cString: strerror(errno))) }
+        return target
     }
 }
 

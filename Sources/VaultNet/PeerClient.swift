@@ -1,0 +1,74 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import VaultCore
+
+/// The requesting side of the peer protocol.
+public enum PeerClient {
+    /// Connects to `peer` at `address` and checks that it proves the key trusted under its label.
+    static func connect<T>(to peer: Peer, at address: PeerAddress, identity: Identity,
+                           _ body: (SecureChannel) async throws -> T) async throws -> T {
+        let connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>
+        do {
+            connection = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .connectTimeout(.seconds(5))
+                .connect(host: address.host, port: Int(address.port)) { SecureChannel.configure($0) }
+        } catch {
+            throw NetError.unreachable("\(address): \(describe(error))")
+        }
+        return try await SecureChannel.run(connection, initiator: true, identity: identity) { channel in
+            guard channel.remoteKey == peer.card.agreementKey else { throw NetError.unexpectedPeer(expected: peer.label.value) }
+            return try await body(channel)
+        }
+    }
+
+    /// Delivers the bundle at `path` to its holder; returns when the holder has stored it.
+    public static func deliver(bundleAt path: String, to peer: Peer, at address: PeerAddress, identity: Identity) async throws {
+        try await connect(to: peer, at: address, identity: identity) { channel in
+            var source = try FileSource(path: path)
+            try await channel.send(.deliver, length: source.size ?? 0, from: &source)
+            let (type, body) = try await channel.receive()
+            guard type == .deliverResult || type == .refused, let status = body.first else {
+                throw NetError.protocolViolation("unexpected \(type) answer")
+            }
+            if status == 0 { return }
+            let (code, reason) = RefusalCode.parse(body) ?? (.malformed, "")
+            throw NetError.refused(code, reason)
+        }
+    }
+
+    /// Asks `peer`, holder `holderIndex` of `secret`, for its piece, proving possession of our
+    /// own share on this channel. Writes the released piece to `output`.
+    public static func requestPiece(of secret: StoredSecret, from peer: Peer, holderIndex: Int, at address: PeerAddress,
+                                    identity: Identity, into output: OutputFile) async throws {
+        try await connect(to: peer, at: address, identity: identity) { channel in
+            let proof = try PossessionProof.make(for: secret, identity: identity, holder: holderIndex,
+                                                 handshakeHash: channel.handshakeHash)
+            let request = PieceRequest(secretID: secret.header.secretID, requester: secret.header.holderIndex,
+                                       holder: holderIndex, proof: proof)
+            try await channel.send(.pieceRequest, request.encoded)
+            let (type, length) = try await channel.receiveHeader()
+            switch type {
+            case .piece:
+                try await channel.receiveBody(length) { try output.write($0) }
+            case .refused:
+                var body: [UInt8] = []
+                try await channel.receiveBody(length) { body += $0 }
+                let (code, reason) = RefusalCode.parse(body) ?? (.malformed, "")
+                throw NetError.refused(code, reason)
+            default:
+                throw NetError.protocolViolation("unexpected \(type) answer")
+            }
+        }
+    }
+}
+
+/// A connection failure in words: the system's reason, not NIO's structure.
+func describe(_ error: Error) -> String {
+    if let connection = error as? NIOConnectionError, let first = connection.connectionErrors.first {
+        return describe(first.error)
+    }
+    if let io = error as? IOError { return String(cString: strerror(io.errnoCode)).lowercased() }
+    if error is ChannelError { return "connection timed out" }
+    return "\(error)"
+}

@@ -1,0 +1,79 @@
+/// The peer protocol's messages (Docs/PROTOCOL.md). Each travels as
+/// version (1) ‖ type (1) ‖ body length (8) ‖ body, split over as many Noise transport
+/// messages as it needs; a Noise message never carries the end of one message and the start
+/// of the next.
+public enum PeerMessageType: UInt8, Sendable {
+    /// A share bundle from its dealer, streamed.
+    case deliver = 1
+    /// The answer to `deliver`: a status byte (0 stored, else a refusal code) and a reason.
+    case deliverResult = 2
+    /// A request for the holder's piece, with a proof of possession.
+    case pieceRequest = 3
+    /// A released piece for the requester, streamed.
+    case piece = 4
+    /// A refusal: code (1) ‖ UTF-8 reason.
+    case refused = 5
+
+    /// The largest body accepted for this type.
+    var maximumBody: UInt64 {
+        switch self {
+        case .deliver, .piece: NetLimits.maximumStream
+        case .deliverResult, .refused: 1 + 512
+        case .pieceRequest: 16 + 1 + 1 + 64
+        }
+    }
+}
+
+/// Why a peer refused; the code travels on the wire, and Docs/PROTOCOL.md lists them.
+public enum RefusalCode: UInt8, Sendable, CustomStringConvertible {
+    case untrusted = 1
+    case rateLimited = 2
+    case unknownSecret = 3
+    case badProof = 4
+    case sameIndex = 5
+    case notConfirmed = 6
+    case malformed = 7
+    case storage = 8
+    case rejectedBundle = 9
+    case busy = 10
+
+    public var description: String {
+        switch self {
+        case .untrusted: "untrusted key"
+        case .rateLimited: "rate limited"
+        case .unknownSecret: "no share of that secret"
+        case .badProof: "proof of possession refused"
+        case .sameIndex: "a holder does not release to its own index"
+        case .notConfirmed: "not confirmed by the holder"
+        case .malformed: "malformed request"
+        case .storage: "storage error"
+        case .rejectedBundle: "bundle rejected"
+        case .busy: "too many connections"
+        }
+    }
+}
+
+/// A piece request: which secret, who asks (j), whom (i), and the proof.
+struct PieceRequest: Equatable {
+    let secretID: [UInt8]
+    let requester: Int
+    let holder: Int
+    let proof: [UInt8]
+
+    var encoded: [UInt8] { secretID + [UInt8(requester), UInt8(holder)] + proof }
+
+    init(secretID: [UInt8], requester: Int, holder: Int, proof: [UInt8]) {
+        self.secretID = secretID
+        self.requester = requester
+        self.holder = holder
+        self.proof = proof
+    }
+
+    init?(_ body: [UInt8]) {
+        guard body.count == 16 + 2 + 64 else { return nil }
+        secretID = Array(body[0..<16])
+        requester = Int(body[16])
+        holder = Int(body[17])
+        proof = Array(body[18...])
+    }
+}

@@ -1,0 +1,144 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import VaultCore
+
+/// `vault serve`'s listener: share delivery from trusted peers and piece requests.
+public final class PeerServer: @unchecked Sendable {
+    /// What the server does with an incoming share when confirmation is on.
+    public typealias Confirm = @Sendable (_ question: String) -> Bool
+
+    private let keystore: Keystore
+    private let identity: Identity
+    private let confirm: Confirm?
+    private let log: @Sendable (String) -> Void
+    private let limiter = RateLimiter(limit: NetLimits.pieceRequestsPerMinute)
+    private let lock = NSLock()
+    private var active = 0
+
+    /// A server for `identity`, storing into `keystore`. With `confirm`, each incoming share
+    /// is put to it first; it answers no when nobody can be asked.
+    public init(keystore: Keystore, identity: Identity, confirm: Confirm?, log: @escaping @Sendable (String) -> Void) {
+        self.keystore = keystore
+        self.identity = identity
+        self.confirm = confirm
+        self.log = log
+    }
+
+    /// Binds and serves until the task is cancelled. `ready` receives the bound port.
+    public func run(host: String, port: Int, ready: @Sendable (Int) -> Void = { _ in }) async throws {
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .bind(host: host, port: port) { SecureChannel.configure($0) }
+        ready(server.channel.localAddress?.port ?? port)
+        try await withTaskCancellationHandler {
+            try await withThrowingDiscardingTaskGroup { group in
+                try await server.executeThenClose { connections in
+                    for try await connection in connections {
+                        guard admit() else {
+                            log("refused a connection: \(NetLimits.maximumConnections) already open")
+                            connection.channel.close(promise: nil)
+                            continue
+                        }
+                        group.addTask {
+                            defer { self.release() }
+                            do {
+                                try await self.handle(connection)
+                            } catch {
+                                self.log("connection from \(connection.channel.remoteAddress?.description ?? "?") ended: \(error)")
+                            }
+                        }
+                    }
+                }
+            }
+        } onCancel: {
+            server.channel.close(promise: nil)
+        }
+    }
+
+    private func admit() -> Bool {
+        lock.withLock {
+            guard active < NetLimits.maximumConnections else { return false }
+            active += 1
+            return true
+        }
+    }
+
+    private func release() { lock.withLock { active -= 1 } }
+
+    private func handle(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async throws {
+        try await SecureChannel.run(connection, initiator: false, identity: identity) { channel in
+            guard let peer = try keystore.peers().first(where: { $0.card.agreementKey == channel.remoteKey }) else {
+                log("refused an untrusted key from \(connection.channel.remoteAddress?.description ?? "?")")
+                try await channel.refuse(.untrusted)
+                return
+            }
+            let (type, length) = try await channel.receiveHeader()
+            switch type {
+            case .deliver: try await receiveShare(from: peer, length: length, on: channel)
+            case .pieceRequest: try await answerPieceRequest(from: peer, length: length, on: channel)
+            default:
+                try await channel.refuse(.malformed, "unexpected \(type) message")
+            }
+        }
+    }
+
+    private func receiveShare(from peer: Peer, length: UInt64, on channel: SecureChannel) async throws {
+        // The bundle is sealed to this identity; it is kept at 0600 and removed afterwards.
+        let incoming = try OutputFile(path: keystore.home.directory + "/.incoming-\(UUID().uuidString).vshare")
+        try await channel.receiveBody(length) { try incoming.write($0) }
+        func answer(_ code: RefusalCode?, _ text: String) async throws {
+            try await channel.send(.deliverResult, [code?.rawValue ?? 0] + Array(text.utf8.prefix(512)))
+        }
+        do {
+            let header = try BundleHeader(bundleAt: incoming.path)
+            guard header.dealer == peer.card else {
+                return try await answer(.rejectedBundle, "only a bundle's dealer may deliver it")
+            }
+            if let confirm {
+                let question = "Store a share of \(header.type) \(header.secretIDHex.prefix(16)) from '\(peer.label)' (\(header.description))?"
+                guard confirm(question) else {
+                    log("did not store a share from '\(peer.label)': not confirmed")
+                    return try await answer(.notConfirmed, "")
+                }
+            }
+            let stored = try keystore.importBundles([incoming.path], identity: identity)[0]
+            log("stored share \(stored.header.holderIndex) of \(stored.header.secretIDHex.prefix(16)) from '\(peer.label)'")
+            try await answer(nil, "stored")
+        } catch let error as VaultError {
+            log("refused a share from '\(peer.label)': \(error)")
+            try await answer(.rejectedBundle, error.description)
+        }
+    }
+
+    private func answerPieceRequest(from peer: Peer, length: UInt64, on channel: SecureChannel) async throws {
+        var body: [UInt8] = []
+        guard length <= PeerMessageType.pieceRequest.maximumBody else { throw NetError.protocolViolation("oversized request") }
+        try await channel.receiveBody(length) { body += $0 }
+        guard let request = PieceRequest(body) else { return try await channel.refuse(.malformed) }
+        // Release only when every condition holds: trusted (checked), under the rate limit,
+        // a share of that secret, another index, the peer is that holder, and the proof
+        // verifies on this very channel.
+        guard limiter.allow(peer.card.agreementKey) else {
+            log("rate limited piece requests from '\(peer.label)'")
+            return try await channel.refuse(.rateLimited)
+        }
+        guard let secret = try keystore.secrets().first(where: { $0.header.secretID == request.secretID }) else {
+            return try await channel.refuse(.unknownSecret)
+        }
+        let header = secret.header
+        guard request.holder == header.holderIndex else { return try await channel.refuse(.malformed, "wrong holder index") }
+        guard request.requester != header.holderIndex else { return try await channel.refuse(.sameIndex) }
+        guard header.index(of: peer.card.agreementKey) == request.requester,
+              PossessionProof.verify(request.proof, header: header, requester: request.requester, handshakeHash: channel.handshakeHash) else {
+            log("refused a piece request from '\(peer.label)': bad proof of possession")
+            return try await channel.refuse(.badProof)
+        }
+        let released = try OutputFile(path: keystore.home.directory + "/.release-\(UUID().uuidString).vpiece")
+        try ReleasedPiece.release(secret, to: peer, keystore: keystore, identity: identity, output: released)
+        var source = try FileSource(path: released.path)
+        try await channel.send(.piece, length: source.size ?? 0, from: &source)
+        log("released piece \(header.holderIndex) of \(header.secretIDHex.prefix(16)) to '\(peer.label)'")
+    }
+}

@@ -1,0 +1,151 @@
+import NIOCore
+import NIOPosix
+import VaultCore
+
+/// A TCP connection to a peer after a Noise XX handshake: every byte on it is encrypted and
+/// authenticated, and `remoteKey` is the peer's proven X25519 key.
+public final class SecureChannel {
+    private var inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator
+    private let outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
+    private var session: NoiseSession
+    private var pending: [UInt8] = []
+    /// The peer's static key, proven by the handshake.
+    public let remoteKey: [UInt8]
+    /// Shared by both ends; proofs bind to it.
+    public var handshakeHash: [UInt8] { session.handshakeHash }
+
+    private init(inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator, outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>,
+                 session: NoiseSession, remoteKey: [UInt8]) {
+        self.inbound = inbound
+        self.outbound = outbound
+        self.session = session
+        self.remoteKey = remoteKey
+    }
+
+    /// The pipeline under every connection: idle timeout, then length-prefixed frames.
+    static func configure(_ channel: Channel) -> EventLoopFuture<NIOAsyncChannel<ByteBuffer, ByteBuffer>> {
+        channel.eventLoop.makeCompletedFuture {
+            let sync = channel.pipeline.syncOperations
+            try sync.addHandler(IdleStateHandler(readTimeout: .seconds(NetLimits.idleSeconds)))
+            try sync.addHandler(IdleCloser())
+            try sync.addHandler(ByteToMessageHandler(FrameDecoder()))
+            try sync.addHandler(MessageToByteHandler(FrameEncoder()))
+            return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+        }
+    }
+
+    /// Runs the handshake on `connection`, then `body`; closes the connection afterwards.
+    static func run<T>(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>, initiator: Bool, identity: Identity,
+                       _ body: (SecureChannel) async throws -> T) async throws -> T {
+        let channel = connection.channel
+        // A handshake dribbled in one byte at a time passes the idle check: bound it whole.
+        let deadline = channel.eventLoop.scheduleTask(in: .seconds(NetLimits.handshakeSeconds)) { channel.close(promise: nil) }
+        return try await connection.executeThenClose { inbound, outbound in
+            var iterator = inbound.makeAsyncIterator()
+            let handshake = NoiseHandshake(initiator: initiator, identitySecret: identity.agreementSecretKey)
+            func read() async throws -> [UInt8] {
+                guard let frame = try await iterator.next() else { throw NetError.closed }
+                return Array(frame.readableBytesView)
+            }
+            func write(_ bytes: [UInt8]) async throws { try await outbound.write(ByteBuffer(bytes: bytes)) }
+            if initiator {
+                try await write(handshake.writeMessage())
+                _ = try handshake.readMessage(try await read())
+                try await write(handshake.writeMessage())
+            } else {
+                _ = try handshake.readMessage(try await read())
+                try await write(handshake.writeMessage())
+                _ = try handshake.readMessage(try await read())
+            }
+            deadline.cancel()
+            let secure = SecureChannel(inbound: iterator, outbound: outbound, session: try handshake.session(),
+                                       remoteKey: handshake.remoteStatic!)
+            return try await body(secure)
+        }
+    }
+
+    // MARK: Messages
+
+    /// Sends a message whose body is in memory.
+    func send(_ type: PeerMessageType, _ body: [UInt8]) async throws {
+        var source = BytesSource(body)
+        try await send(type, length: UInt64(body.count), from: &source)
+    }
+
+    /// Sends a message whose body streams from `source` (exactly `length` bytes).
+    func send(_ type: PeerMessageType, length: UInt64, from source: inout some ByteSource) async throws {
+        var header = [NetLimits.protocolVersion, type.rawValue]
+        for shift in stride(from: 56, through: 0, by: -8) { header.append(UInt8(truncatingIfNeeded: length >> UInt64(shift))) }
+        var frame = header
+        var left = length
+        var buffer = [UInt8](repeating: 0, count: NetLimits.framePlaintext)
+        repeat {
+            let room = NetLimits.framePlaintext - frame.count
+            let want = Int(min(UInt64(room), left))
+            var got = 0
+            while got < want {
+                let count = try buffer.withUnsafeMutableBytes { try source.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[got..<want])) }
+                guard count > 0 else { throw NetError.protocolViolation("the body ended early") }
+                got += count
+            }
+            frame += buffer[0..<got]
+            left -= UInt64(got)
+            try await outbound.write(ByteBuffer(bytes: try session.seal(frame)))
+            frame = []
+        } while left > 0
+    }
+
+    /// Receives a message header; its body must then be read with ``receiveBody(_:into:)``.
+    func receiveHeader() async throws -> (type: PeerMessageType, length: UInt64) {
+        let frame = try await receiveFrame()
+        guard frame.count >= 10, frame[0] == NetLimits.protocolVersion else {
+            throw NetError.protocolViolation(frame.first.map { "unknown protocol version \($0)" } ?? "empty message")
+        }
+        guard let type = PeerMessageType(rawValue: frame[1]) else { throw NetError.protocolViolation("unknown message type \(frame[1])") }
+        let length = frame[2..<10].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        guard length <= type.maximumBody else { throw NetError.protocolViolation("a \(type) message of \(length) bytes is too large") }
+        pending = Array(frame[10...])
+        guard UInt64(pending.count) <= length else { throw NetError.protocolViolation("a message overruns its length") }
+        return (type, length)
+    }
+
+    /// Receives exactly `length` body bytes; the last frame must end where the body ends.
+    func receiveBody(_ length: UInt64, into sink: (UnsafeRawBufferPointer) throws -> Void) async throws {
+        var left = length
+        while true {
+            try pending.withUnsafeBytes { try sink($0) }
+            left -= UInt64(pending.count)
+            pending = []
+            if left == 0 { return }
+            let frame = try await receiveFrame()
+            guard UInt64(frame.count) <= left else { throw NetError.protocolViolation("a message overruns its length") }
+            pending = frame
+        }
+    }
+
+    /// Receives a whole small message.
+    func receive() async throws -> (type: PeerMessageType, body: [UInt8]) {
+        let (type, length) = try await receiveHeader()
+        guard length <= 64 * 1024 else { throw NetError.protocolViolation("a \(type) message cannot be streamed here") }
+        var body: [UInt8] = []
+        try await receiveBody(length) { body += $0 }
+        return (type, body)
+    }
+
+    func refuse(_ code: RefusalCode, _ reason: String = "") async throws {
+        try await send(.refused, [code.rawValue] + Array(reason.utf8.prefix(512)))
+    }
+
+    private func receiveFrame() async throws -> [UInt8] {
+        guard let frame = try await inbound.next() else { throw NetError.closed }
+        return try session.open(Array(frame.readableBytesView))
+    }
+}
+
+extension RefusalCode {
+    /// Decodes a `refused` or `deliverResult` body.
+    static func parse(_ body: [UInt8]) -> (RefusalCode, String)? {
+        guard let first = body.first, let code = RefusalCode(rawValue: first) else { return nil }
+        return (code, String(decoding: body.dropFirst(), as: UTF8.self))
+    }
+}

@@ -1,0 +1,96 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import VaultCore
+import VaultNet
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Serve trusted peers: receive their shares and answer their piece requests.",
+        discussion: """
+            Runs until interrupted (Ctrl-C or SIGTERM). Shares are accepted from trusted peers, \
+            each only from its own dealer. A piece is released only to another holder of the \
+            same secret who proves possession of its own share on that connection, at most \
+            \(NetLimits.pieceRequestsPerMinute) requests per peer per minute. Discovery by mDNS \
+            is not available yet: peers reach this machine through its address \
+            (peer add --addr, or --peer LABEL=HOST:PORT on their side).
+            """)
+
+    @OptionGroup var home: HomeOption
+    @OptionGroup var keys: PassphraseOption
+
+    @Option(help: "The TCP port.")
+    var port: Int = Int(NetLimits.defaultPort)
+
+    @Option(help: ArgumentHelp("The address to listen on.", valueName: "addr"))
+    var listen: String = "0.0.0.0"
+
+    @Flag(help: "Ask on this terminal before storing each incoming share; without a terminal, refuse them.")
+    var confirm = false
+
+    func validate() throws {
+        guard (0...65535).contains(port) else { throw ValidationError("--port takes 0 to 65535") }
+    }
+
+    func run() async throws {
+        let keystore = try home.openKeystore()
+        let identity = try keys.unlock(keystore)
+        var confirmation: PeerServer.Confirm?
+        if confirm {
+            confirmation = { @Sendable question in askToStore(question) }
+        }
+        let server = PeerServer(keystore: keystore, identity: identity, confirm: confirmation) { line in
+            Terminal.standardError("vault serve: \(line)")
+        }
+        let task = Task {
+            try await server.run(host: listen, port: port) { bound in
+                Terminal.standardError("vault serve: listening on \(listen):\(bound) as '\(identity.label)' (fingerprint \(identity.card.fingerprint))")
+            }
+        }
+        let signals = [SIGINT, SIGTERM].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .main)
+            source.setEventHandler { task.cancel() }
+            source.resume()
+            return source
+        }
+        defer { signals.forEach { $0.cancel() } }
+        do {
+            try await task.value
+        } catch is CancellationError {
+        } catch let error as NetError {
+            throw CLIError.invalidInput("cannot serve on \(listen):\(port): \(error)")
+        } catch {
+            if task.isCancelled { return Terminal.standardError("vault serve: stopped") }
+            throw CLIError.invalidInput("cannot serve on \(listen):\(port): \(error)")
+        }
+        Terminal.standardError("vault serve: stopped")
+    }
+}
+
+/// Asks on the terminal; no terminal means no, and the sender is told.
+@Sendable func askToStore(_ question: String) -> Bool {
+    (try? Terminal.confirm(question, what: "storing a share")) ?? false
+}
+
+/// `--peer LABEL=HOST:PORT`, where to reach a peer when its stored address is not enough.
+struct PeerAddressOptions: ParsableArguments {
+    @Option(name: .customLong("peer"), help: ArgumentHelp("Reach a peer at this address (repeatable).", valueName: "label=host:port"))
+    var peers: [String] = []
+
+    /// The address for each peer: given here, else stored with the peer.
+    func addresses(for peers: [Peer]) throws -> [String: PeerAddress] {
+        var given: [String: PeerAddress] = [:]
+        for entry in self.peers {
+            guard let equals = entry.firstIndex(of: "=") else { throw ValidationError("--peer takes LABEL=HOST:PORT") }
+            let label = try Label(String(entry[..<equals]))
+            guard let peer = peers.first(where: { $0.label.value.lowercased() == label.value.lowercased() }) else {
+                throw VaultError.unknownPeer(label.value)
+            }
+            given[peer.label.value] = try PeerAddress(String(entry[entry.index(after: equals)...]))
+        }
+        var all: [String: PeerAddress] = [:]
+        for peer in peers { all[peer.label.value] = given[peer.label.value] ?? peer.address }
+        return all
+    }
+}

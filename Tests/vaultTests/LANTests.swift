@@ -1,0 +1,78 @@
+import Foundation
+import Testing
+import VaultTestSupport
+
+/// Share and recover between `vault serve` processes on loopback.
+@Suite struct LANTests {
+    /// Starts `vault serve` for `label` on a free loopback port; returns it and its address.
+    func serve(_ circle: Circle, _ label: String, _ extra: [String] = []) throws -> (BackgroundProcess, String) {
+        let process = try circle[label].vault.background(["serve", "--listen", "127.0.0.1", "--port", "0"] + extra,
+                                                         log: circle.files.file("\(label)-\(UUID().uuidString).log"))
+        let port = try process.waitFor("listening on 127\\.0\\.0\\.1:(\\d+)")
+        return (process, "127.0.0.1:\(port)")
+    }
+
+    @Test func sharesAndRecoversOverLoopback() throws {
+        let circle = try Circle(["alice", "bob", "carol", "dave"])
+        var servers: [String: (BackgroundProcess, String)] = [:]
+        for label in ["bob", "carol", "dave"] { servers[label] = try serve(circle, label) }
+        let reach = servers.flatMap { ["--peer", "\($0.key)=\($0.value.1)"] }
+        let shared = try circle["alice"].vault.run(["share", "-", "--to", "bob,carol,dave", "-k", "3"] + reach,
+                                                   stdin: Array("over the wire\n".utf8))
+        #expect(shared.status == 0, "\(shared.stderr)")
+        for label in ["bob", "carol", "dave"] {
+            #expect(shared.stderr.contains("\(label): delivered to \(servers[label]!.1)"))
+            try servers[label]!.0.waitFor("stored share \\d of ")
+        }
+        let id = shared.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let fromBob = ["carol", "dave"].flatMap { ["--peer", "\($0)=\(servers[$0]!.1)"] } + ["--peer", "alice=127.0.0.1:1"]
+        let recovered = try circle["bob"].vault.run(["recover", id] + fromBob)
+        #expect(recovered.status == 0, "\(recovered.stderr)")
+        #expect(recovered.stdout == "over the wire\n")
+        #expect(recovered.stderr.contains("alice: unreachable: 127.0.0.1:1: connection refused"))
+        #expect(try servers["carol"]!.0.waitFor("released piece (3) of") == "3")
+
+        // Fewer than k holders up: a clear failure naming what is missing.
+        #expect(servers["dave"]!.0.stop() == 0)
+        #expect(servers["dave"]!.0.log.contains("vault serve: stopped"))
+        let short = try circle["bob"].fails(["recover", id] + fromBob)
+        #expect(short.contains("dave: unreachable"))
+        #expect(short.contains("only 2 verified pieces, 3 needed; missing: index 1, index 4"))
+        for (process, _) in servers.values { process.stop() }
+    }
+
+    @Test func keepsUndeliveredBundlesUntilPushed() throws {
+        let circle = try Circle(["alice", "bob"])
+        let port = "127.0.0.1:\(Int.random(in: 20000...60000))"
+        let shared = try circle["alice"].vault.run(["share", "-", "--to", "bob", "-k", "2", "--peer", "bob=\(port)"],
+                                                   stdin: Array("later".utf8))
+        #expect(shared.status == 1)
+        #expect(shared.stderr.contains("vault: error: 1 holder did not receive a share: bob"))
+        #expect(shared.stderr.contains("vault secrets push"))
+        let id = shared.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let (bob, address) = try serve(circle, "bob")
+        try circle["alice"].ok("secrets", "push", id, "--to", "bob", "--peer", "bob=\(address)")
+        try bob.waitFor("stored share 2 of")
+        #expect(try circle["alice"].fails("secrets", "push", id, "--to", "bob", "--peer", "bob=\(address)")
+            .contains("did not receive"))
+        bob.stop()
+    }
+
+    @Test func refusesUntrustedDealersAndUnconfirmedShares() throws {
+        let circle = try Circle(["alice", "bob"])
+        let eve = try User().initialize("eve")
+        try eve.ok("peer", "add", circle["bob"].card(), "--label", "bob", "--yes")
+        let (bob, address) = try serve(circle, "bob", ["--confirm"])
+        let untrusted = try eve.vault.run(["share", "-", "--to", "bob", "-k", "2", "--peer", "bob=\(address)"], stdin: Array("x".utf8))
+        #expect(untrusted.status == 1)
+        #expect(untrusted.stderr.contains("bob: refused: untrusted key"))
+        // --confirm with no terminal to ask on: refused, discarded, and the sender is told.
+        let unconfirmed = try circle["alice"].vault.run(["share", "-", "--to", "bob", "-k", "2", "--peer", "bob=\(address)"],
+                                                        stdin: Array("y".utf8))
+        #expect(unconfirmed.stderr.contains("bob: refused: not confirmed by the holder"))
+        #expect(try circle["bob"].ok("secrets", "list", "--json").contains("[") && !circle["bob"].ok("secrets", "list").contains("ID"))
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: circle["bob"].vault.home).filter { $0.hasPrefix(".incoming") }
+        #expect(leftovers.isEmpty)
+        #expect(bob.stop(SIGINT) == 0)
+    }
+}
