@@ -57,7 +57,14 @@ let package = Package(
 
         .target(name: "VaultTestSupport", dependencies: ["VaultCore", "CSodium"]),
         .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultTestSupport"]),
-        .testTarget(name: "VaultNetTests", dependencies: ["VaultNet", "VaultCore", "VaultTestSupport"]),
+        .testTarget(
+            name: "VaultNetTests",
+            dependencies: [
+                "VaultNet", "VaultCore", "VaultTestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
         .testTarget(name: "vaultTests", dependencies: ["VaultCore", "VaultTestSupport"]),
     ]
 )

@@ -1,18 +1,20 @@
 import Foundation
+import NIOCore
+import NIOPosix
 import Testing
 @testable import VaultCore
 @testable import VaultNet
 import VaultTestSupport
 
-/// Holders in temporary keystores, all trusting each other, with one 2-of-3 secret shared
-/// among the first three.
+/// Holders in temporary keystores, all trusting each other, with one 2-of-n secret shared
+/// among the first `shareCount` (3 unless told).
 final class Holders: @unchecked Sendable {
     let temporary = TemporaryDirectory("vault-net")
     let keystores: [Keystore]
     let identities: [Identity]
     private(set) var secretID: [UInt8] = []
 
-    init(_ labels: [String]) throws {
+    init(_ labels: [String], shareCount: Int = 3) throws {
         let temporary = self.temporary
         keystores = try labels.map { try Keystore.create(home: VaultHome(directory: temporary.file($0)), label: Label($0), passphrase: nil) }
         identities = try keystores.map { try $0.unlock(passphrase: nil) }
@@ -21,12 +23,12 @@ final class Holders: @unchecked Sendable {
                 try keystore.addPeer(identity.card, label: identity.label, address: nil)
             }
         }
-        let request = ShareRequest(type: .note, threshold: 2, holders: identities[1...2].map { (label: $0.label, card: $0.card) })
-        let outputs = try (0..<3).map { try OutputFile(path: temporary.file("b\($0).vshare")) }
+        let request = ShareRequest(type: .note, threshold: 2, holders: identities[1..<shareCount].map { (label: $0.label, card: $0.card) })
+        let outputs = try (0..<shareCount).map { try OutputFile(path: temporary.file("b\($0).vshare")) }
         var source = BytesSource(Array("the vault is in the basement".utf8))
         secretID = try SecretDealer.share(request, content: &source, dealer: identities[0], outputs: outputs)[0].secretID
         _ = try keystores[0].storeOwnBundle(at: outputs[0].path, identity: identities[0], name: nil)
-        for j in 1...2 { try keystores[j].importBundles([outputs[j].path], identity: identities[j]) }
+        for j in 1..<shareCount { try keystores[j].importBundles([outputs[j].path], identity: identities[j]) }
     }
 
     func secret(of holder: Int) throws -> StoredSecret { try keystores[holder].secrets()[0] }
@@ -141,6 +143,82 @@ func ask(_ channel: SecureChannel, _ request: PieceRequest) async throws -> (Pee
             await #expect(throws: NetError.unexpectedPeer(expected: "bob")) {
                 try await PeerClient.deliver(bundleAt: holders.temporary.file("b1.vshare"), to: holders.peer("bob", at: 0),
                                              at: address, identity: holders.identities[0])
+            }
+        }
+    }
+}
+
+@Suite struct LyingHolderTests {
+    /// Holder `liar` answers every request with its real release, altered and re-sealed
+    /// under the same keys: valid on the wire, wrong against the dealer's commitment.
+    func withLyingServer(_ holders: Holders, liar: Int, _ body: (PeerAddress) async throws -> Void) async throws {
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .bind(host: "127.0.0.1", port: 0) { SecureChannel.configure($0) }
+        let port = server.channel.localAddress!.port!
+        let task = Task {
+            try await server.executeThenClose { connections in
+                for try await connection in connections {
+                    try? await SecureChannel.run(connection, initiator: false, identity: holders.identities[liar]) { channel in
+                        let (_, length) = try await channel.receiveHeader()
+                        try await channel.receiveBody(length) { _ in }
+                        let index = try holders.identities.firstIndex { $0.card.agreementKey == channel.remoteKey }!
+                        let honest = try OutputFile(path: holders.temporary.file("honest-\(UUID().uuidString)"))
+                        try ReleasedPiece.release(holders.secret(of: liar), to: holders.peer(holders.identities[index].label.value, at: liar),
+                                                  keystore: holders.keystores[liar], identity: holders.identities[liar], output: honest)
+                        let forged = try forge(honest.path, recipient: index, holders)
+                        var source = BytesSource(forged)
+                        try await channel.send(.piece, length: UInt64(forged.count), from: &source)
+                    }
+                }
+            }
+        }
+        defer { task.cancel(); server.channel.close(promise: nil) }
+        try await body(try PeerAddress("127.0.0.1:\(port)"))
+    }
+
+    func forge(_ path: String, recipient: Int, _ holders: Holders) throws -> [UInt8] {
+        let opened = try ReleasedPiece.open(path: path, secret: holders.secret(of: recipient).header, identity: holders.identities[recipient])
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        var piece: [UInt8] = []
+        let opener = StreamOpener(key: opened.pieceKey) { piece += $0 }
+        try bytes[opened.bodyOffset...].withUnsafeBytes { try opener.write($0) }
+        try opener.finish()
+        piece[0] ^= 0xFF
+        var forged = Array(bytes[0..<opened.bodyOffset])
+        let sealer = try StreamSealer(key: opened.pieceKey) { forged += $0 }
+        try piece.withUnsafeBytes { try sealer.write($0) }
+        try sealer.finish()
+        return forged
+    }
+
+    @Test func aLyingHolderIsNamedAndRecoverySucceeds() async throws {
+        // alice deals 2 of 4; bob lies, carol is honest, dave recovers.
+        let holders = try Holders(["alice", "bob", "carol", "dave"], shareCount: 4)
+        let dave = 3
+        try await withLyingServer(holders, liar: 1) { liar in
+            try await withServer(holders, 2) { honest in
+                var files: [String] = []
+                for (label, index, address) in [("bob", 2, liar), ("carol", 3, honest)] {
+                    let output = try OutputFile(path: holders.temporary.file("from-\(label)"))
+                    try await PeerClient.requestPiece(of: try holders.secret(of: dave), from: holders.peer(label, at: dave),
+                                                      holderIndex: index, at: address, identity: holders.identities[dave], into: output)
+                    try output.commit()
+                    files.append(output.path)
+                }
+                var recovered: [UInt8] = []
+                let result = try SecretRecovery.recover(try holders.secret(of: dave), keystore: holders.keystores[dave],
+                                                        identity: holders.identities[dave], pieceFiles: files,
+                                                        password: { throw VaultError.passwordRequired }, output: { recovered += $0 })
+                #expect(recovered == Array("the vault is in the basement".utf8))
+                let lie = try #require(result.pieces.first { $0.index == 2 })
+                #expect(lie.sender == holders.identities[1].card)
+                #expect(lie.problem == "forged: it does not match the dealer's commitment")
+                // Alone, the lie is not enough.
+                #expect(throws: VaultError.self) {
+                    try SecretRecovery.recover(try holders.secret(of: dave), keystore: holders.keystores[dave],
+                                               identity: holders.identities[dave], pieceFiles: [files[0]],
+                                               password: { throw VaultError.passwordRequired }, output: { _ in })
+                }
             }
         }
     }

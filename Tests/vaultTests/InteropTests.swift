@@ -38,3 +38,33 @@ import VaultTestSupport
         #expect(refused.status != 0)
     }
 }
+
+/// DESIGN.md: a foreign Noise implementation must complete the handshake with `vault serve`.
+/// Tests/Interop/noise_client.py uses the noiseprotocol package from PyPI (in .build-venv,
+/// made by scripts/test).
+@Suite struct ForeignNoiseTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+    static let python = root.appendingPathComponent(".build-venv/bin/python").path
+    static let client = root.appendingPathComponent("Tests/Interop/noise_client.py").path
+
+    @Test func noiseprotocolCompletesTheHandshakeAndSpeaksTheProtocol() throws {
+        #expect(FileManager.default.fileExists(atPath: Self.python), "run scripts/test: it makes .build-venv")
+        let bob = try User().initialize("bob")
+        let python = try User().initialize("python")
+        try bob.ok("peer", "add", python.card(), "--label", "python", "--yes")
+        let server = try bob.vault.background(["serve", "--listen", "127.0.0.1", "--port", "0"], log: bob.directory.file("serve.log"))
+        let port = try server.waitFor("listening on 127\\.0\\.0\\.1:(\\d+)")
+        // Trusted, but holding no such secret: refusal code 3, sent inside the channel.
+        let trusted = try ProcessRunner.run(Self.python, [Self.client, "127.0.0.1", port, python.vault.home + "/vault.sqlite"])
+        #expect(trusted.status == 0, "\(trusted.stderr)")
+        #expect(trusted.stdout == "refused 3\n")
+        #expect(trusted.stderr.hasPrefix("handshake "))
+        // An untrusted key completes the handshake and is refused with code 1.
+        let stranger = try User().initialize("stranger")
+        let untrusted = try ProcessRunner.run(Self.python, [Self.client, "127.0.0.1", port, stranger.vault.home + "/vault.sqlite"])
+        #expect(untrusted.stdout == "refused 1\n", "\(untrusted.stderr)")
+        #expect(server.stop() == 0)
+        #expect(server.log.contains("refused an untrusted key"))
+    }
+}

@@ -5,7 +5,9 @@
 BUILD_PACKAGES=(pkg-config libsodium-dev libqrencode-dev libzbar-dev libsqlite3-dev libpng-dev libjpeg62-turbo-dev)
 # What the tests use besides: zbarimg and cjpeg as independent decoders and encoders, and
 # Debian's Python with PyNaCl for an independent implementation of the bundle format.
-TEST_PACKAGES=(zbar-tools libjpeg-turbo-progs python3 python3-nacl)
+TEST_PACKAGES=(zbar-tools libjpeg-turbo-progs python3 python3-nacl python3-venv)
+# Independent peers from PyPI, in a virtualenv (Debian's Python refuses system-wide pip).
+TEST_PYPI=(noiseprotocol==0.3.1)
 
 if [ -t 2 ] && [ -z "${NO_COLOR:-}" ]; then
   say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
@@ -28,6 +30,16 @@ ensure_packages() {
   say "installing ${missing[*]}"
   "${sudo[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# ensure_venv: .build-venv/ with TEST_PYPI, made once (it is ignored by git).
+ensure_venv() {
+  if ! .build-venv/bin/python -c 'import noise' 2>/dev/null; then
+    say "installing ${TEST_PYPI[*]} into .build-venv"
+    rm -rf .build-venv
+    /usr/bin/python3 -m venv .build-venv
+    .build-venv/bin/pip install --quiet --disable-pip-version-check "${TEST_PYPI[@]}"
+  fi
 }
 
 command -v swift >/dev/null || { echo "vault: the Swift toolchain is not on PATH" >&2; exit 1; }
