@@ -18,7 +18,15 @@ public enum PeerClient {
         }
         return try await SecureChannel.run(connection, initiator: true, identity: identity) { channel in
             guard channel.remoteKey == peer.card.agreementKey else { throw NetError.unexpectedPeer(expected: peer.label.value) }
-            return try await body(channel)
+            let (type, answer) = try await channel.receive()
+            switch type {
+            case .welcome: return try await body(channel)
+            case .refused:
+                let (code, reason) = RefusalCode.parse(answer) ?? (.malformed, "")
+                throw NetError.refused(code, reason)
+            default:
+                throw NetError.protocolViolation("expected a welcome, got \(type)")
+            }
         }
     }
 

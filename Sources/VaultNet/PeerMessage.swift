@@ -13,6 +13,8 @@ public enum PeerMessageType: UInt8, Sendable {
     case piece = 4
     /// A refusal: code (1) ‖ UTF-8 reason.
     case refused = 5
+    /// The server's first message when it trusts the client: an empty body.
+    case welcome = 6
 
     /// The largest body accepted for this type.
     var maximumBody: UInt64 {
@@ -20,6 +22,7 @@ public enum PeerMessageType: UInt8, Sendable {
         case .deliver, .piece: NetLimits.maximumStream
         case .deliverResult, .refused: 1 + 512
         case .pieceRequest: 16 + 1 + 1 + 64
+        case .welcome: 0
         }
     }
 }

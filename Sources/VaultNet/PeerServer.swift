@@ -74,6 +74,9 @@ public final class PeerServer: @unchecked Sendable {
                 try await channel.refuse(.untrusted)
                 return
             }
+            // The server speaks first: a client never writes into a connection that is about
+            // to be refused, whose reset could swallow the refusal.
+            try await channel.send(.welcome, [])
             let (type, length) = try await channel.receiveHeader()
             switch type {
             case .deliver: try await receiveShare(from: peer, length: length, on: channel)

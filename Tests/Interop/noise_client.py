@@ -49,17 +49,19 @@ def main(host, port, keystore):
     assert noise.handshake_finished
     print("handshake", noise.get_handshake_hash().hex(), file=sys.stderr)
 
-    body = bytes(16) + bytes([2, 1]) + bytes(64)
-    message = bytes([1, 3]) + struct.pack(">Q", len(body)) + body
-    try:
-        send_frame(sock, noise.encrypt(message))
-    except OSError:
-        pass  # an untrusted client is refused before it speaks
-    answer = noise.decrypt(recv_frame(sock))
-    version, kind = answer[0], answer[1]
-    (length,) = struct.unpack(">Q", answer[2:10])
-    assert version == 1 and length == len(answer) - 10
-    print(f"refused {answer[10]}" if kind == 5 else f"type {kind}")
+    def receive():
+        answer = noise.decrypt(recv_frame(sock))
+        (length,) = struct.unpack(">Q", answer[2:10])
+        assert answer[0] == 1 and length == len(answer) - 10
+        return answer[1], answer[10:]
+
+    # The server speaks first: welcome (6), or refused (5) for an untrusted key.
+    kind, body = receive()
+    if kind == 6:
+        request = bytes(16) + bytes([2, 1]) + bytes(64)
+        send_frame(sock, noise.encrypt(bytes([1, 3]) + struct.pack(">Q", len(request)) + request))
+        kind, body = receive()
+    print(f"refused {body[0]}" if kind == 5 else f"type {kind}")
 
 
 if __name__ == "__main__":
