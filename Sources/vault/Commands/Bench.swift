@@ -1,9 +1,10 @@
 import ArgumentParser
 import Foundation
 import VaultCore
+import VaultNet
 
 /// `vault bench`: the figures issue 3 asks for, printed one line per case. Hidden from help.
-struct Bench: ParsableCommand {
+struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Measure share and recover throughput, piece overhead and peak memory.",
         shouldDisplay: false)
@@ -20,7 +21,10 @@ struct Bench: ParsableCommand {
     @Option(help: ArgumentHelp("Scratch directory (default: the system's temporary directory).", valueName: "dir"))
     var scratch: String?
 
-    func run() throws {
+    @Flag(help: "Measure over loopback instead: recovery latency (1 KiB) and delivering 100 MiB to the other holders.")
+    var lan = false
+
+    func run() async throws {
         let base = (scratch ?? NSTemporaryDirectory()) + "/vault-bench-\(getpid())"
         try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: base) }
@@ -37,8 +41,12 @@ struct Bench: ParsableCommand {
                 try keystore.addPeer(identity.card, label: identity.label, address: nil)
             }
         }
-        for mib in sizes {
-            try measure(mib: mib, base: base, keystores: keystores, identities: identities)
+        if lan {
+            try await measureLAN(base: base, keystores: keystores, identities: identities)
+        } else {
+            for mib in sizes {
+                try measure(mib: mib, base: base, keystores: keystores, identities: identities)
+            }
         }
         print(String(format: "peak resident memory of this process: %.1f MiB", Double(peakResidentKiB()) / 1024))
     }
@@ -80,6 +88,90 @@ struct Bench: ParsableCommand {
         print(String(format: "%5d MiB  share (split+encrypt) %7.1f MB/s   recover (verify+combine+decrypt) %7.1f MB/s   pieces/payload %.3f (bound n/k + 4 KiB·n: %.3f)",
                      mib, megabytes / shareSeconds, megabytes / recoverSeconds,
                      Double(pieceBytes) / Double(bytes), (Double(count) / Double(threshold)) + Double(4096 * count) / Double(bytes)))
+    }
+
+    /// Every holder serves on loopback; holders recover a 1 KiB secret in turn, asking all the
+    /// others at once, then the first delivers a 100 MiB secret to the rest.
+    private func measureLAN(base: String, keystores: [Keystore], identities: [Identity]) async throws {
+        var ports: [Int] = []
+        var servers: [Task<Void, Error>] = []
+        for (keystore, identity) in zip(keystores, identities) {
+            let (stream, continuation) = AsyncStream.makeStream(of: Int.self)
+            let server = PeerServer(keystore: keystore, identity: identity, confirm: nil) { _ in }
+            servers.append(Task { try await server.run(host: "127.0.0.1", port: 0) { continuation.yield($0) } })
+            var iterator = stream.makeAsyncIterator()
+            ports.append(await iterator.next()!)
+        }
+        defer { servers.forEach { $0.cancel() } }
+        func holders(of secret: StoredSecret, for requester: Int) throws -> [PieceGathering.Holder] {
+            try (0..<count).filter { $0 != requester }.map { j in
+                PieceGathering.Holder(peer: try keystores[requester].peer(named: identities[j].label.value),
+                                      index: secret.header.index(of: identities[j].card.agreementKey)!,
+                                      address: try PeerAddress("127.0.0.1:\(ports[j])"))
+            }
+        }
+
+        // Latency: share 1 KiB among all, then each holder in turn recovers it.
+        let small = try deal(bytes: 1024, to: base + "/small", keystores: keystores, identities: identities)
+        var latencies: [Double] = []
+        for run in 0..<20 {
+            let requester = run % count
+            let secret = try keystores[requester].secret(matching: small)
+            let seconds = try await timeAsync {
+                let pieces = await PieceGathering.gather(secret, from: try holders(of: secret, for: requester), identity: identities[requester],
+                                                         directory: base, timeout: 10)
+                // The files are deleted when released: keep them until recovery has read them.
+                _ = try withExtendedLifetime(pieces) {
+                    try SecretRecovery.recover(secret, keystore: keystores[requester], identity: identities[requester],
+                                               pieceFiles: pieces.map(\.path), password: { throw VaultError.passwordRequired }, output: { _ in })
+                }
+            }
+            latencies.append(seconds)
+        }
+        latencies.sort()
+        print(String(format: "LAN recovery of a 1 KiB secret, %d of %d, asking %d holders at once: median %.1f ms, p90 %.1f ms, max %.1f ms (20 runs, no discovery: addresses given)",
+                     threshold, count, count - 1, latencies[10] * 1000, latencies[17] * 1000, latencies[19] * 1000))
+
+        // Delivery: holder 1 deals 100 MiB and delivers the other bundles at once.
+        let directory = base + "/large"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let request = ShareRequest(type: .file, threshold: threshold, holders: identities.dropFirst().map { (label: $0.label, card: $0.card) })
+        let outputs = try (0..<count).map { try OutputFile(path: directory + "/\($0 + 1).vshare") }
+        var source = PatternSource(length: 100 << 20)
+        let headers = try SecretDealer.share(request, content: &source, dealer: identities[0], outputs: outputs)
+        let bundleBytes = try FileManager.default.attributesOfItem(atPath: outputs[1].path)[.size] as! UInt64
+        let seconds = try await timeAsync {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for j in 1..<count {
+                    let peer = try keystores[0].peer(named: identities[j].label.value)
+                    let address = try PeerAddress("127.0.0.1:\(ports[j])")
+                    group.addTask { try await PeerClient.deliver(bundleAt: outputs[j].path, to: peer, at: address, identity: identities[0]) }
+                }
+                try await group.waitForAll()
+            }
+        }
+        let perHolderIdeal = Double(headers[0].ciphertextLength) / Double(threshold)
+        print(String(format: "LAN delivery of a 100 MiB payload to %d holders at once: %.2f s, %.1f MB/s of payload, %.1f MB/s on the wire; each holder receives %.1f MB, |C|/k = %.1f MB (ratio %.4f); holders verify and store before answering",
+                     count - 1, seconds, Double(100 << 20) / 1e6 / seconds, Double(bundleBytes) * Double(count - 1) / 1e6 / seconds,
+                     Double(bundleBytes) / 1e6, perHolderIdeal / 1e6, Double(bundleBytes) / perHolderIdeal))
+    }
+
+    /// Deals `bytes` among every holder (holder 1 the dealer) and has each store its share.
+    private func deal(bytes: Int, to directory: String, keystores: [Keystore], identities: [Identity]) throws -> String {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let request = ShareRequest(type: .note, threshold: threshold, holders: identities.dropFirst().map { (label: $0.label, card: $0.card) })
+        let outputs = try (0..<count).map { try OutputFile(path: directory + "/\($0 + 1).vshare") }
+        var source = PatternSource(length: UInt64(bytes))
+        let header = try SecretDealer.share(request, content: &source, dealer: identities[0], outputs: outputs)[0]
+        _ = try keystores[0].storeOwnBundle(at: outputs[0].path, identity: identities[0], name: nil)
+        for j in 1..<count { try keystores[j].importBundles([outputs[j].path], identity: identities[j]) }
+        return header.secretIDHex
+    }
+
+    private func timeAsync(_ body: () async throws -> Void) async rethrows -> Double {
+        let start = DispatchTime.now().uptimeNanoseconds
+        try await body()
+        return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
     }
 
     private func time(_ body: () throws -> Void) rethrows -> Double {

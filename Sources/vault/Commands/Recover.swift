@@ -67,7 +67,8 @@ struct Recover: AsyncParsableCommand {
         }
         let key = SecureBytes(count: 32)
         var keyLength = 0
-        let result = try SecretRecovery.recover(
+        // Gathered pieces are files deleted when released: keep them until recovery is done.
+        let result = try withExtendedLifetime(gathered) { try SecretRecovery.recover(
             secret, keystore: keystore, identity: identity, pieceFiles: pieces, password: password,
             metadataReady: { metadata in
                 if type == .contact { try Array(contactText(metadata).utf8).withUnsafeBytes(sink) }
@@ -85,7 +86,7 @@ struct Recover: AsyncParsableCommand {
                 guard keyLength + bytes.count <= key.count else { throw VaultError.corruptSecret("a key longer than 32 bytes") }
                 key.withUnsafeMutableBytes { ($0.baseAddress! + keyLength).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count) }
                 keyLength += bytes.count
-            })
+            }) }
         if type == .key {
             let hex = SecureBytes(count: 2 * keyLength + 1)
             let digits = Array("0123456789abcdef".utf8)
@@ -125,50 +126,24 @@ extension Recover {
         }
         Terminal.standardError("need \(header.threshold - 1) piece\(header.threshold == 2 ? "" : "s") besides yours; "
             + "holders you trust: \(holders.isEmpty ? "none" : holders.map { "\($0.0.label) (index \($0.1))" }.joined(separator: ", "))")
-        var received: [OutputFile] = []
-        var waiting = 0
-        await withTaskGroup(of: (Peer, Int, Result<OutputFile, Error>)?.self) { group in
-            for (peer, index) in holders {
-                guard let address = addresses[peer.label.value] else {
-                    Terminal.standardError("  \(peer.label): no address known (use --peer \(peer.label)=HOST:PORT)")
-                    continue
-                }
-                Terminal.standardError("  asking \(peer.label) at \(address)")
-                waiting += 1
-                group.addTask {
-                    do {
-                        let file = try OutputFile(path: keystore.home.directory + "/.incoming-\(UUID().uuidString).vpiece")
-                        try await PeerClient.requestPiece(of: secret, from: peer, holderIndex: index, at: address,
-                                                          identity: identity, into: file)
-                        return (peer, index, .success(file))
-                    } catch {
-                        return (peer, index, .failure(error))
-                    }
-                }
+        var reachable: [PieceGathering.Holder] = []
+        for (peer, index) in holders {
+            guard let address = addresses[peer.label.value] else {
+                Terminal.standardError("  \(peer.label): no address known (use --peer \(peer.label)=HOST:PORT)")
+                continue
             }
-            guard waiting > 0 else { return }
-            group.addTask {
-                try? await Task.sleep(nanoseconds: UInt64(timeout) * 1_000_000_000)
-                return nil
-            }
-            while waiting > 0, let next = await group.next() {
-                guard let (peer, _, result) = next else {
-                    Terminal.standardError("  no more answers within \(timeout) s")
-                    group.cancelAll()
-                    break
-                }
-                waiting -= 1
-                switch result {
-                case .success(let file):
-                    Terminal.standardError("  \(peer.label): piece received")
-                    received.append(file)
-                case .failure(let error):
-                    Terminal.standardError("  \(peer.label): \(error)")
-                }
-            }
-            group.cancelAll()
+            Terminal.standardError("  asking \(peer.label) at \(address)")
+            reachable.append(PieceGathering.Holder(peer: peer, index: index, address: address))
         }
-        return received
+        let timeout = self.timeout
+        return await PieceGathering.gather(secret, from: reachable, identity: identity, directory: keystore.home.directory,
+                                           timeout: timeout) { event in
+            switch event {
+            case .received(let peer): Terminal.standardError("  \(peer.label): piece received")
+            case .failed(let peer, let error): Terminal.standardError("  \(peer.label): \(error)")
+            case .timedOut: Terminal.standardError("  no more answers within \(timeout) s")
+            }
+        }
     }
 }
 

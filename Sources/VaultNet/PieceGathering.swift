@@ -1,0 +1,71 @@
+import Foundation
+import VaultCore
+
+/// Asks holders for their pieces of a secret, all at once, over the peer protocol.
+public enum PieceGathering {
+    /// One holder to ask.
+    public struct Holder: Sendable {
+        public let peer: Peer
+        public let index: Int
+        public let address: PeerAddress
+
+        public init(peer: Peer, index: Int, address: PeerAddress) {
+            self.peer = peer
+            self.index = index
+            self.address = address
+        }
+    }
+
+    /// What happened with one holder.
+    public enum Event: Sendable {
+        case received(Peer)
+        case failed(Peer, Error)
+        case timedOut
+    }
+
+    /// Asks every holder concurrently; returns the pieces received, as files in `directory`
+    /// (sealed to this identity) that are removed when released. Stops when every holder has
+    /// answered or after `timeout` seconds.
+    public static func gather(
+        _ secret: StoredSecret, from holders: [Holder], identity: Identity, directory: String, timeout: Int,
+        report: @escaping @Sendable (Event) -> Void = { _ in }
+    ) async -> [OutputFile] {
+        guard !holders.isEmpty else { return [] }
+        var received: [OutputFile] = []
+        await withTaskGroup(of: (Peer, Result<OutputFile, Error>)?.self) { group in
+            for holder in holders {
+                group.addTask {
+                    do {
+                        let file = try OutputFile(path: directory + "/.incoming-\(UUID().uuidString).vpiece")
+                        try await PeerClient.requestPiece(of: secret, from: holder.peer, holderIndex: holder.index,
+                                                          at: holder.address, identity: identity, into: file)
+                        return (holder.peer, .success(file))
+                    } catch {
+                        return (holder.peer, .failure(error))
+                    }
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(nanoseconds: UInt64(timeout) * 1_000_000_000)
+                return nil
+            }
+            var waiting = holders.count
+            while waiting > 0, let next = await group.next() {
+                guard let (peer, result) = next else {
+                    report(.timedOut)
+                    break
+                }
+                waiting -= 1
+                switch result {
+                case .success(let file):
+                    report(.received(peer))
+                    received.append(file)
+                case .failure(let error):
+                    report(.failed(peer, error))
+                }
+            }
+            group.cancelAll()
+        }
+        return received
+    }
+}
