@@ -11,7 +11,8 @@ public struct KeyCard: Hashable, Sendable {
     /// The only version this build reads and writes.
     public static let version: UInt8 = 1
     static let humanReadablePart = "vault"
-    static let encodedLength = 65
+    /// The binary card's length: 65 bytes.
+    public static let encodedLength = 65
 
     /// X25519 public key, for key agreement (`crypto_box`, Noise).
     public let agreementKey: [UInt8]

@@ -23,6 +23,8 @@ public enum NetLimits {
     public static let idleSeconds: Int64 = 30
     /// Connections `vault serve` handles at once; more are refused.
     public static let maximumConnections = 64
+    /// The longest pairing window `vault serve --pairing` opens: 5 minutes.
+    public static let maximumPairingWindow: Double = 300
     /// Piece requests one peer may make per minute.
     public static let pieceRequestsPerMinute = 10
 }

@@ -8,6 +8,15 @@ public enum PeerClient {
     /// Connects to `peer` at `address` and checks that it proves the key trusted under its label.
     static func connect<T>(to peer: Peer, at address: PeerAddress, identity: Identity,
                            _ body: (SecureChannel) async throws -> T) async throws -> T {
+        try await connectUnknown(at: address, identity: identity) { channel in
+            guard channel.remoteKey == peer.card.agreementKey else { throw NetError.unexpectedPeer(expected: peer.label.value) }
+            return try await body(channel)
+        }
+    }
+
+    /// Connects to whoever answers at `address` (pairing), and waits for its welcome.
+    static func connectUnknown<T>(at address: PeerAddress, identity: Identity,
+                                  _ body: (SecureChannel) async throws -> T) async throws -> T {
         let connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>
         do {
             connection = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -17,7 +26,6 @@ public enum PeerClient {
             throw NetError.unreachable("\(address): \(describe(error))")
         }
         return try await SecureChannel.run(connection, initiator: true, identity: identity) { channel in
-            guard channel.remoteKey == peer.card.agreementKey else { throw NetError.unexpectedPeer(expected: peer.label.value) }
             let (type, answer) = try await channel.receive()
             switch type {
             case .welcome: return try await body(channel)

@@ -13,8 +13,12 @@ public enum PeerMessageType: UInt8, Sendable {
     case piece = 4
     /// A refusal: code (1) ‖ UTF-8 reason.
     case refused = 5
-    /// The server's first message when it trusts the client: an empty body.
+    /// The server's first message when it trusts the client, or will pair with it: empty.
     case welcome = 6
+    /// Pairing, client first then server: its card (65) ‖ its label (UTF-8).
+    case pairCard = 7
+    /// Pairing, client first then server: 1 if its person confirmed the code, else 0.
+    case pairDecision = 8
 
     /// The largest body accepted for this type.
     var maximumBody: UInt64 {
@@ -23,6 +27,8 @@ public enum PeerMessageType: UInt8, Sendable {
         case .deliverResult, .refused: 1 + 512
         case .pieceRequest: 16 + 1 + 1 + 64
         case .welcome: 0
+        case .pairCard: 65 + 64 * 4
+        case .pairDecision: 1
         }
     }
 }
@@ -39,6 +45,8 @@ public enum RefusalCode: UInt8, Sendable, CustomStringConvertible {
     case storage = 8
     case rejectedBundle = 9
     case busy = 10
+    case notPairing = 11
+    case pairingDeclined = 12
 
     public var description: String {
         switch self {
@@ -52,6 +60,8 @@ public enum RefusalCode: UInt8, Sendable, CustomStringConvertible {
         case .storage: "storage error"
         case .rejectedBundle: "bundle rejected"
         case .busy: "too many connections"
+        case .notPairing: "not accepting pairing (run 'vault serve --pairing' there)"
+        case .pairingDeclined: "pairing declined"
         }
     }
 }

@@ -13,16 +13,23 @@ public final class PeerServer: @unchecked Sendable {
     private let confirm: Confirm?
     private let log: @Sendable (String) -> Void
     private let limiter = RateLimiter(limit: NetLimits.pieceRequestsPerMinute)
+    private let pairingUntil: Date?
+    private let pairingConfirm: Pairing.Confirm?
     private let lock = NSLock()
     private var active = 0
 
     /// A server for `identity`, storing into `keystore`. With `confirm`, each incoming share
     /// is put to it first; it answers no when nobody can be asked.
-    public init(keystore: Keystore, identity: Identity, confirm: Confirm?, log: @escaping @Sendable (String) -> Void) {
+    /// With `pairing`, untrusted keys may pair until the window closes (at most 5 minutes),
+    /// each pairing put to `pairing.confirm`.
+    public init(keystore: Keystore, identity: Identity, confirm: Confirm?,
+                pairing: (window: TimeInterval, confirm: Pairing.Confirm)? = nil, log: @escaping @Sendable (String) -> Void) {
         self.keystore = keystore
         self.identity = identity
         self.confirm = confirm
         self.log = log
+        pairingUntil = pairing.map { Date().addingTimeInterval(min($0.window, NetLimits.maximumPairingWindow)) }
+        pairingConfirm = pairing?.confirm
     }
 
     /// Binds and serves until the task is cancelled. `ready` receives the bound port.
@@ -70,6 +77,9 @@ public final class PeerServer: @unchecked Sendable {
     private func handle(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async throws {
         try await SecureChannel.run(connection, initiator: false, identity: identity) { channel in
             guard let peer = try keystore.peers().first(where: { $0.card.agreementKey == channel.remoteKey }) else {
+                if let pairingUntil, let pairingConfirm, Date() < pairingUntil {
+                    return try await pair(on: channel, confirm: pairingConfirm)
+                }
                 log("refused an untrusted key from \(connection.channel.remoteAddress?.description ?? "?")")
                 try await channel.refuse(.untrusted)
                 return
@@ -85,6 +95,33 @@ public final class PeerServer: @unchecked Sendable {
                 try await channel.refuse(.malformed, "unexpected \(type) message")
             }
         }
+    }
+
+    /// An untrusted key during the pairing window: only a pairing may follow.
+    private func pair(on channel: SecureChannel, confirm: @escaping Pairing.Confirm) async throws {
+        try await channel.send(.welcome, [])
+        let (type, body) = try await channel.receive()
+        guard type == .pairCard else {
+            log("refused an untrusted key: it did not ask to pair")
+            return try await channel.refuse(.untrusted)
+        }
+        let (card, label) = try Pairing.parseCard(body, remoteKey: channel.remoteKey)
+        do {
+            try keystore.checkNewPeer(card, label: label)
+        } catch let error as VaultError {
+            log("refused to pair with '\(label)': \(error)")
+            return try await channel.refuse(.pairingDeclined, error.description)
+        }
+        try await channel.send(.pairCard, Pairing.cardMessage(identity))
+        let mine = await Pairing.ask(confirm, Pairing.code(handshakeHash: channel.handshakeHash), card, label)
+        let (answerType, answer) = try await channel.receive()
+        guard answerType == .pairDecision, answer.count == 1 else { throw NetError.protocolViolation("expected a pairing decision") }
+        try await channel.send(.pairDecision, [mine ? 1 : 0])
+        guard mine, answer[0] == 1 else {
+            return log("did not pair with '\(label)': \(mine ? "the other side" : "this side") declined")
+        }
+        try keystore.addPeer(card, label: label, address: nil)
+        log("paired with '\(label)' (fingerprint \(card.fingerprint))")
     }
 
     private func receiveShare(from peer: Peer, length: UInt64, on channel: SecureChannel) async throws {

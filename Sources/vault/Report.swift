@@ -54,6 +54,8 @@ enum Report {
 
     private static func describe(_ error: CLIError) -> (String, String?) {
         switch error {
+        case .confirmationRequired(let what) where what == "pairing":
+            ("pairing needs confirmation and there is no terminal to ask on", "pair from a terminal: both people must compare the code")
         case .confirmationRequired(let what):
             ("\(what) needs confirmation and there is no terminal to ask on", "pass --yes to confirm in advance")
         case .cancelled:

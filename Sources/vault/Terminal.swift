@@ -15,6 +15,9 @@ enum Terminal {
         return !noColor && isatty(STDOUT_FILENO) == 1
     }
 
+    /// Whether there is a controlling terminal to ask on.
+    static var isAvailable: Bool { TTY() != nil }
+
     /// Asks a yes/no question on the terminal. Without one, refuses: a question nobody can
     /// answer must not default to yes.
     /// `details` are shown first, and only when the question can be asked.

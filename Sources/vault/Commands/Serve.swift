@@ -28,23 +28,38 @@ struct Serve: AsyncParsableCommand {
     @Flag(help: "Ask on this terminal before storing each incoming share; without a terminal, refuse them.")
     var confirm = false
 
+    @Flag(help: "Let untrusted machines pair by short code ('vault pair'), each confirmed on this terminal, for a limited window.")
+    var pairing = false
+
+    @Option(help: ArgumentHelp("How long pairing stays open, in seconds (at most 300).", valueName: "s"))
+    var pairingWindow: Int = 120
+
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port takes 0 to 65535") }
+        guard (1...Int(NetLimits.maximumPairingWindow)).contains(pairingWindow) else {
+            throw ValidationError("--pairing-window takes 1 to \(Int(NetLimits.maximumPairingWindow)) seconds")
+        }
     }
 
     func run() async throws {
+        if pairing && !Terminal.isAvailable { throw CLIError.confirmationRequired(what: "pairing") }
         let keystore = try home.openKeystore()
         let identity = try keys.unlock(keystore)
         var confirmation: PeerServer.Confirm?
         if confirm {
             confirmation = { @Sendable question in askToStore(question) }
         }
-        let server = PeerServer(keystore: keystore, identity: identity, confirm: confirmation) { line in
+        let pairingWindow = TimeInterval(self.pairingWindow)
+        let pairingSetup: (window: TimeInterval, confirm: Pairing.Confirm)? = pairing
+            ? (pairingWindow, { @Sendable code, card, label in confirmPairing(code: code, card: card, label: label, keystore: keystore) })
+            : nil
+        let server = PeerServer(keystore: keystore, identity: identity, confirm: confirmation, pairing: pairingSetup) { line in
             Terminal.standardError("vault serve: \(line)")
         }
         let task = Task {
             try await server.run(host: listen, port: port) { bound in
                 Terminal.standardError("vault serve: listening on \(listen):\(bound) as '\(identity.label)' (fingerprint \(identity.card.fingerprint))")
+                if pairing { Terminal.standardError("vault serve: pairing is open for \(Int(pairingWindow)) s: run 'vault pair --peer HOST:\(bound)' on the other machine") }
             }
         }
         let signals = [SIGINT, SIGTERM].map { number in
