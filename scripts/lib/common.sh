@@ -5,9 +5,9 @@
 BUILD_PACKAGES=(pkg-config libsodium-dev libqrencode-dev libzbar-dev libsqlite3-dev libpng-dev libjpeg62-turbo-dev)
 # What the tests use besides: zbarimg and cjpeg as independent decoders and encoders, and
 # Debian's Python with PyNaCl for an independent implementation of the bundle format.
-TEST_PACKAGES=(zbar-tools libjpeg-turbo-progs python3 python3-nacl python3-venv)
+TEST_PACKAGES=(zbar-tools libjpeg-turbo-progs python3 python3-nacl python3-venv iproute2)
 # Independent peers from PyPI, in a virtualenv (Debian's Python refuses system-wide pip).
-TEST_PYPI=(noiseprotocol==0.3.1)
+TEST_PYPI=(noiseprotocol==0.3.1 zeroconf==0.154.0)
 
 if [ -t 2 ] && [ -z "${NO_COLOR:-}" ]; then
   say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
@@ -34,7 +34,7 @@ ensure_packages() {
 
 # ensure_venv: .build-venv/ with TEST_PYPI, made once (it is ignored by git).
 ensure_venv() {
-  if ! .build-venv/bin/python -c 'import noise' 2>/dev/null; then
+  if ! .build-venv/bin/python -c 'import noise, zeroconf' 2>/dev/null; then
     say "installing ${TEST_PYPI[*]} into .build-venv"
     rm -rf .build-venv
     /usr/bin/python3 -m venv .build-venv

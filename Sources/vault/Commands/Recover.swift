@@ -119,17 +119,17 @@ extension Recover {
     func gather(_ secret: StoredSecret, keystore: Keystore, identity: Identity) async throws -> [OutputFile] {
         let header = secret.header
         let peers = try keystore.peers()
-        let addresses = try reach.addresses(for: peers)
         let holders = peers.compactMap { peer -> (Peer, Int)? in
             guard let index = header.index(of: peer.card.agreementKey), index != header.holderIndex else { return nil }
             return (peer, index)
         }
+        let addresses = try await reach.addresses(for: peers, discovering: holders.map(\.0), timeout: min(2, Double(timeout)))
         Terminal.standardError("need \(header.threshold - 1) piece\(header.threshold == 2 ? "" : "s") besides yours; "
             + "holders you trust: \(holders.isEmpty ? "none" : holders.map { "\($0.0.label) (index \($0.1))" }.joined(separator: ", "))")
         var reachable: [PieceGathering.Holder] = []
         for (peer, index) in holders {
             guard let address = addresses[peer.label.value] else {
-                Terminal.standardError("  \(peer.label): no address known (use --peer \(peer.label)=HOST:PORT)")
+                Terminal.standardError("  \(peer.label): not found nearby and no address known (use --peer \(peer.label)=HOST:PORT)")
                 continue
             }
             Terminal.standardError("  asking \(peer.label) at \(address)")

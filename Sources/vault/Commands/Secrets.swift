@@ -205,8 +205,8 @@ struct SecretsPush: AsyncParsableCommand {
         let keystore = try home.openKeystore()
         let secret = try keystore.secret(matching: self.secret)
         let outbox = try Outbox(home: keystore.home)
-        let addresses = try reach.addresses(for: try keystore.peers())
         let peers = try to.split(separator: ",").map { try keystore.peer(named: $0.trimmingCharacters(in: .whitespaces)) }
+        let addresses = try await reach.addresses(for: try keystore.peers(), discovering: peers)
         let identity = try keys.unlock(keystore)
         var missed: [String] = []
         for peer in peers {

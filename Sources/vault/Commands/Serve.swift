@@ -11,9 +11,8 @@ struct Serve: AsyncParsableCommand {
             Runs until interrupted (Ctrl-C or SIGTERM). Shares are accepted from trusted peers, \
             each only from its own dealer. A piece is released only to another holder of the \
             same secret who proves possession of its own share on that connection, at most \
-            \(NetLimits.pieceRequestsPerMinute) requests per peer per minute. Discovery by mDNS \
-            is not available yet: peers reach this machine through its address \
-            (peer add --addr, or --peer LABEL=HOST:PORT on their side).
+            \(NetLimits.pieceRequestsPerMinute) requests per peer per minute. The server announces \
+            itself by mDNS as _vault._tcp.local. (unless --no-mdns) and withdraws on exit.
             """)
 
     @OptionGroup var home: HomeOption
@@ -27,6 +26,9 @@ struct Serve: AsyncParsableCommand {
 
     @Flag(help: "Ask on this terminal before storing each incoming share; without a terminal, refuse them.")
     var confirm = false
+
+    @Flag(help: "Do not announce this server by mDNS.")
+    var noMdns = false
 
     @Flag(help: "Let untrusted machines pair by short code ('vault pair'), each confirmed on this terminal, for a limited window.")
     var pairing = false
@@ -56,8 +58,16 @@ struct Serve: AsyncParsableCommand {
         let server = PeerServer(keystore: keystore, identity: identity, confirm: confirmation, pairing: pairingSetup) { line in
             Terminal.standardError("vault serve: \(line)")
         }
+        let responder = ResponderBox()
+        let announce = !noMdns, listen = self.listen
         let task = Task {
             try await server.run(host: listen, port: port) { bound in
+                if announce {
+                    // A specific IPv4 listen address is the one to announce; otherwise every interface's.
+                    let addresses = (try? SocketAddressBytes.ipv4(listen)).map { [$0] }
+                    responder.start(MDNSResponder(label: identity.label.value, shortFingerprint: identity.card.shortFingerprint,
+                                                  port: UInt16(bound), addresses: addresses))
+                }
                 Terminal.standardError("vault serve: listening on \(listen):\(bound) as '\(identity.label)' (fingerprint \(identity.card.fingerprint))")
                 if pairing { Terminal.standardError("vault serve: pairing is open for \(Int(pairingWindow)) s: run 'vault pair --peer HOST:\(bound)' on the other machine") }
             }
@@ -72,14 +82,51 @@ struct Serve: AsyncParsableCommand {
         defer { signals.forEach { $0.cancel() } }
         do {
             try await task.value
+            await responder.stop()
         } catch is CancellationError {
+            await responder.stop()
         } catch let error as NetError {
             throw CLIError.invalidInput("cannot serve on \(listen):\(port): \(error)")
         } catch {
+            await responder.stop()
             if task.isCancelled { return Terminal.standardError("vault serve: stopped") }
             throw CLIError.invalidInput("cannot serve on \(listen):\(port): \(error)")
         }
         Terminal.standardError("vault serve: stopped")
+    }
+}
+
+/// The mDNS responder of a running server, started once the port is known.
+final class ResponderBox: @unchecked Sendable {
+    private var responder: MDNSResponder?
+    private let lock = NSLock()
+
+    func start(_ responder: MDNSResponder) {
+        lock.withLock { self.responder = responder }
+        Task {
+            do {
+                try await responder.start()
+                Terminal.standardError("vault serve: announced as _vault._tcp.local. (fingerprint \(responder.fingerprintPrefix))")
+            } catch {
+                Terminal.standardError("vault serve: not announced by mDNS: \(error)")
+            }
+        }
+    }
+
+    /// Sends the goodbye.
+    func stop() async {
+        if let responder = lock.withLock({ responder }) { await responder.stop() }
+    }
+}
+
+/// Parses a dotted IPv4 address; `0.0.0.0` and anything else is not one to announce.
+enum SocketAddressBytes {
+    static func ipv4(_ text: String) throws -> [UInt8] {
+        let parts = text.split(separator: ".").compactMap { UInt8($0) }
+        guard parts.count == 4, text.split(separator: ".").count == 4, parts != [0, 0, 0, 0] else {
+            throw CLIError.invalidInput("not an IPv4 address")
+        }
+        return parts
     }
 }
 
@@ -92,6 +139,21 @@ struct Serve: AsyncParsableCommand {
 struct PeerAddressOptions: ParsableArguments {
     @Option(name: .customLong("peer"), help: ArgumentHelp("Reach a peer at this address (repeatable).", valueName: "label=host:port"))
     var peers: [String] = []
+
+    /// The address for each peer: given here, else stored with the peer, else found by mDNS
+    /// (matching the short fingerprint) for those in `discovering`.
+    func addresses(for peers: [Peer], discovering: [Peer], timeout: Double = 2) async throws -> [String: PeerAddress] {
+        var all = try addresses(for: peers)
+        let unknown = discovering.filter { all[$0.label.value] == nil }
+        guard !unknown.isEmpty else { return all }
+        let found = (try? await MDNSBrowser.browse(timeout: timeout)) ?? []
+        for peer in unknown {
+            if let service = found.first(where: { $0.fingerprint == peer.card.shortFingerprint }), let host = service.addresses.first {
+                all[peer.label.value] = try? PeerAddress("\(host):\(service.port)")
+            }
+        }
+        return all
+    }
 
     /// The address for each peer: given here, else stored with the peer.
     func addresses(for peers: [Peer]) throws -> [String: PeerAddress] {

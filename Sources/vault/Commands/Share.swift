@@ -68,7 +68,7 @@ struct Share: AsyncParsableCommand {
         }
         let peers = try names.map { try keystore.peer(named: $0) }
         let holders = peers.map { (label: $0.label, card: $0.card) }
-        let addresses = try reach.addresses(for: try keystore.peers())
+        let addresses = outDir == nil ? try await reach.addresses(for: try keystore.peers(), discovering: peers) : [:]
         if description.isEmpty == false {
             Terminal.standardError("vault: note: the description is public: every holder's bundle carries it in the clear")
         }
@@ -146,7 +146,7 @@ struct Share: AsyncParsableCommand {
 /// Delivers one bundle and reports the outcome; true if the holder stored it.
 func deliver(_ path: String, to peer: Peer, address: PeerAddress?, identity: Identity) async throws -> Bool {
     guard let address else {
-        Terminal.standardError("  \(peer.label): unreachable: no address known (discovery is not available yet; use --peer \(peer.label)=HOST:PORT)")
+        Terminal.standardError("  \(peer.label): unreachable: not found nearby and no address known (use --peer \(peer.label)=HOST:PORT)")
         return false
     }
     do {
