@@ -53,7 +53,7 @@ import VaultTestSupport
         let bob = try User().initialize("bob")
         let python = try User().initialize("python")
         try bob.ok("peer", "add", python.card(), "--label", "python", "--yes")
-        let server = try bob.vault.background(["serve", "--listen", "127.0.0.1", "--port", "0"], log: bob.directory.file("serve.log"))
+        let server = try bob.vault.background(["serve", "--listen", "127.0.0.1", "--port", "0", "--no-mdns"], log: bob.directory.file("serve.log"))
         let port = try server.waitFor("listening on 127\\.0\\.0\\.1:(\\d+)")
         // Trusted, but holding no such secret: refusal code 3, sent inside the channel.
         let trusted = try ProcessRunner.run(Self.python, [Self.client, "127.0.0.1", port, python.vault.home + "/vault.sqlite"])

@@ -6,7 +6,7 @@ import VaultTestSupport
 @Suite struct LANTests {
     /// Starts `vault serve` for `label` on a free loopback port; returns it and its address.
     func serve(_ circle: Circle, _ label: String, _ extra: [String] = []) throws -> (BackgroundProcess, String) {
-        let process = try circle[label].vault.background(["serve", "--listen", "127.0.0.1", "--port", "0"] + extra,
+        let process = try circle[label].vault.background(["serve", "--listen", "127.0.0.1", "--port", "0", "--no-mdns"] + extra,
                                                          log: circle.files.file("\(label)-\(UUID().uuidString).log"))
         let port = try process.waitFor("listening on 127\\.0\\.0\\.1:(\\d+)")
         return (process, "127.0.0.1:\(port)")
@@ -39,6 +39,15 @@ import VaultTestSupport
         #expect(short.contains("dave: unreachable"))
         #expect(short.contains("only 2 verified pieces, 3 needed; missing: index 1, index 4"))
         for (process, _) in servers.values { process.stop() }
+    }
+
+    /// A server on loopback only never announces itself on the network.
+    @Test func loopbackServersDoNotAnnounce() throws {
+        let bob = try User().initialize("bob")
+        let server = try bob.vault.background(["serve", "--listen", "127.0.0.1", "--port", "0"], log: bob.directory.file("s.log"))
+        try server.waitFor("not announced by mDNS: listening on loopback only")
+        #expect(!server.log.contains("announced as"))
+        server.stop()
     }
 
     @Test func keepsUndeliveredBundlesUntilPushed() throws {

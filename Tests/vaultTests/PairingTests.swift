@@ -26,7 +26,7 @@ import VaultTestSupport
 
     func start(_ bob: User) throws -> (TerminalSession, String, String) {
         let log = bob.directory.file("serve.log")
-        let serve = try onTerminal(bob, "serve --listen 127.0.0.1 --port 0 --pairing --pairing-window 60", log: log)
+        let serve = try onTerminal(bob, "serve --listen 127.0.0.1 --port 0 --no-mdns --pairing --pairing-window 60", log: log)
         let port = try waitFor("listening on 127\\.0\\.0\\.1:(\\d+)", in: log)
         return (serve, "127.0.0.1:\(port)", log)
     }
@@ -70,7 +70,7 @@ import VaultTestSupport
 
     @Test func refusedWhenNotPairingOrWithoutATerminal() throws {
         let alice = try User().initialize("alice"), bob = try User().initialize("bob")
-        let server = try bob.vault.background(["serve", "--listen", "127.0.0.1", "--port", "0"], log: bob.directory.file("s.log"))
+        let server = try bob.vault.background(["serve", "--listen", "127.0.0.1", "--port", "0", "--no-mdns"], log: bob.directory.file("s.log"))
         let port = try server.waitFor("listening on 127\\.0\\.0\\.1:(\\d+)")
         let pairLog = alice.directory.file("pair.log")
         let pair = try onTerminal(alice, "pair --peer 127.0.0.1:\(port)", log: pairLog)

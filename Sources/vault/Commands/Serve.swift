@@ -59,7 +59,11 @@ struct Serve: AsyncParsableCommand {
             Terminal.standardError("vault serve: \(line)")
         }
         let responder = ResponderBox()
-        let announce = !noMdns, listen = self.listen
+        // A server on loopback only is reachable from this machine alone: announcing it on
+        // the network would advertise an address nobody else can use.
+        let loopbackOnly = listen.hasPrefix("127.") || listen == "::1" || listen == "localhost"
+        let announce = !noMdns && !loopbackOnly, listen = self.listen
+        if !noMdns && loopbackOnly { Terminal.standardError("vault serve: not announced by mDNS: listening on loopback only") }
         let task = Task {
             try await server.run(host: listen, port: port) { bound in
                 if announce {
