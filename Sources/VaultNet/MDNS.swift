@@ -169,7 +169,9 @@ public struct DiscoveredService: Sendable, Equatable {
 
 /// Finds `_vault._tcp.local.` services by asking on the group and listening for answers.
 public enum MDNSBrowser {
-    public static func browse(timeout: Double) async throws -> [DiscoveredService] {
+    /// Listens up to `timeout` seconds; returns early once every fingerprint in `wanted`
+    /// belongs to a resolved service (one with an address).
+    public static func browse(timeout: Double, wanted: Set<String> = []) async throws -> [DiscoveredService] {
         let cache = RecordCache()
         let channel = try await MDNS.open { envelope in
             guard let message = try? DNSMessage(parsing: Array(envelope.data.readableBytesView)), message.isResponse else { return }
@@ -179,15 +181,24 @@ public enum MDNSBrowser {
         var query = DNSMessage()
         query.questions = [.init(name: MDNS.serviceType, type: DNSMessage.RecordType.ptr.rawValue)]
         try await MDNS.send(query, on: channel)
-        // Half way, ask for whatever an answer left out (SRV, TXT, A of found instances).
-        try await Task.sleep(nanoseconds: UInt64(timeout / 2 * 1e9))
-        let missing = cache.unresolvedQuestions()
-        if !missing.isEmpty {
-            var followUp = DNSMessage()
-            followUp.questions = missing
-            try await MDNS.send(followUp, on: channel)
+        let start = Date()
+        var askedAgain = false
+        while Date().timeIntervalSince(start) < timeout {
+            try await Task.sleep(nanoseconds: 10_000_000)
+            let services = cache.services()
+            let resolved = Set(services.filter { !$0.addresses.isEmpty }.compactMap(\.fingerprint))
+            if !wanted.isEmpty && wanted.isSubset(of: resolved) { return services }
+            // Half way, ask for whatever the answers left out (SRV, TXT, A of found instances).
+            if !askedAgain && Date().timeIntervalSince(start) >= timeout / 2 {
+                askedAgain = true
+                let missing = cache.unresolvedQuestions()
+                if !missing.isEmpty {
+                    var followUp = DNSMessage()
+                    followUp.questions = missing
+                    try await MDNS.send(followUp, on: channel)
+                }
+            }
         }
-        try await Task.sleep(nanoseconds: UInt64(timeout / 2 * 1e9))
         return cache.services()
     }
 }

@@ -1,5 +1,6 @@
 import Testing
 @testable import VaultCore
+import VaultTestSupport
 
 @Suite struct KeyCardTests {
     /// Keys from fixed secrets; the expected text and fingerprint were computed independently
@@ -101,15 +102,4 @@ import Testing
         #expect(!identity.card.verify(signature: signature, of: Array("messagf".utf8)))
         #expect(!identity.card.verify(signature: Array(signature.dropLast()), of: Array("message".utf8)))
     }
-}
-
-func hexBytes(_ text: String) -> [UInt8] {
-    var out: [UInt8] = []
-    var index = text.startIndex
-    while index < text.endIndex {
-        let next = text.index(index, offsetBy: 2)
-        out.append(UInt8(text[index..<next], radix: 16)!)
-        index = next
-    }
-    return out
 }

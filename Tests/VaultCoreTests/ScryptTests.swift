@@ -1,5 +1,6 @@
 import Testing
 @testable import VaultCore
+import VaultTestSupport
 
 @Suite struct ScryptTests {
     @Test func matchesRFC7914() {

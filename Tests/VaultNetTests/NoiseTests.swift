@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import VaultCore
 @testable import VaultNet
+import VaultTestSupport
 
 /// The cacophony vectors (Tests/VaultNetTests/Vectors, unchanged from ../shared/vectors/noise).
 struct NoiseVector: Decodable, CustomTestStringConvertible {
@@ -32,18 +33,7 @@ struct NoiseVector: Decodable, CustomTestStringConvertible {
     }()
 }
 
-func unhex(_ text: String) -> [UInt8] {
-    var out: [UInt8] = []
-    var index = text.startIndex
-    while index < text.endIndex {
-        let next = text.index(index, offsetBy: 2)
-        out.append(UInt8(text[index..<next], radix: 16)!)
-        index = next
-    }
-    return out
-}
-
-func secret(_ hex: String?) -> SecureBytes? { hex.map { SecureBytes(copying: unhex($0)) } }
+func secret(_ hex: String?) -> SecureBytes? { hex.map { SecureBytes(copying: hexBytes($0)) } }
 
 @Suite struct NoiseVectorTests {
     @Test func coversAllFifteenPatterns() {
@@ -54,33 +44,33 @@ func secret(_ hex: String?) -> SecureBytes? { hex.map { SecureBytes(copying: unh
     func passesTheVector(vector: NoiseVector) throws {
         let name = vector.protocol_name.split(separator: "_")[1]
         let pattern = try #require(NoisePattern.all[String(name)])
-        let initiator = NoiseHandshake(pattern: pattern, initiator: true, prologue: unhex(vector.init_prologue),
+        let initiator = NoiseHandshake(pattern: pattern, initiator: true, prologue: hexBytes(vector.init_prologue),
                                        staticSecret: secret(vector.init_static),
-                                       remoteStatic: vector.init_remote_static.map(unhex),
+                                       remoteStatic: vector.init_remote_static.map(hexBytes),
                                        ephemeral: secret(vector.init_ephemeral))
-        let responder = NoiseHandshake(pattern: pattern, initiator: false, prologue: unhex(vector.resp_prologue),
+        let responder = NoiseHandshake(pattern: pattern, initiator: false, prologue: hexBytes(vector.resp_prologue),
                                        staticSecret: secret(vector.resp_static),
-                                       remoteStatic: vector.resp_remote_static.map(unhex),
+                                       remoteStatic: vector.resp_remote_static.map(hexBytes),
                                        ephemeral: secret(vector.resp_ephemeral))
         var sessions: (NoiseSession, NoiseSession)?
         for (index, message) in vector.messages.enumerated() {
             let fromInitiator = pattern.isOneWay || index % 2 == 0
             if sessions == nil {
                 let (sender, receiver) = fromInitiator ? (initiator, responder) : (responder, initiator)
-                let ciphertext = try sender.writeMessage(payload: unhex(message.payload))
-                #expect(ciphertext == unhex(message.ciphertext), "message \(index)")
-                #expect(try receiver.readMessage(ciphertext) == unhex(message.payload), "message \(index)")
+                let ciphertext = try sender.writeMessage(payload: hexBytes(message.payload))
+                #expect(ciphertext == hexBytes(message.ciphertext), "message \(index)")
+                #expect(try receiver.readMessage(ciphertext) == hexBytes(message.payload), "message \(index)")
                 #expect(initiator.handshakeHash == responder.handshakeHash)
                 if initiator.isComplete && responder.isComplete {
-                    #expect(initiator.handshakeHash == unhex(vector.handshake_hash))
+                    #expect(initiator.handshakeHash == hexBytes(vector.handshake_hash))
                     sessions = (try initiator.session(), try responder.session())
                 }
             } else {
                 var (i, r) = sessions!
-                let ciphertext = fromInitiator ? try i.seal(unhex(message.payload)) : try r.seal(unhex(message.payload))
-                #expect(ciphertext == unhex(message.ciphertext), "transport message \(index)")
+                let ciphertext = fromInitiator ? try i.seal(hexBytes(message.payload)) : try r.seal(hexBytes(message.payload))
+                #expect(ciphertext == hexBytes(message.ciphertext), "transport message \(index)")
                 let plaintext = fromInitiator ? try r.open(ciphertext) : try i.open(ciphertext)
-                #expect(plaintext == unhex(message.payload))
+                #expect(plaintext == hexBytes(message.payload))
                 sessions = (i, r)
             }
         }

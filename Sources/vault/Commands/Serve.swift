@@ -150,7 +150,7 @@ struct PeerAddressOptions: ParsableArguments {
         var all = try addresses(for: peers)
         let unknown = discovering.filter { all[$0.label.value] == nil }
         guard !unknown.isEmpty else { return all }
-        let found = (try? await MDNSBrowser.browse(timeout: timeout)) ?? []
+        let found = (try? await MDNSBrowser.browse(timeout: timeout, wanted: Set(unknown.map(\.card.shortFingerprint)))) ?? []
         for peer in unknown {
             if let service = found.first(where: { $0.fingerprint == peer.card.shortFingerprint }), let host = service.addresses.first {
                 all[peer.label.value] = try? PeerAddress("\(host):\(service.port)")
