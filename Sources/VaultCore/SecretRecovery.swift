@@ -155,6 +155,9 @@ final class PieceReader {
     private var source: any ByteSource
     private var left: UInt64
     private var pending: [UInt8] = []
+    /// Bytes of `pending` already handed out; dropped only when all are, so reading a
+    /// segment never shifts the rest of the buffer.
+    private var consumed = 0
     private var opener: StreamOpener!
     private let observe: ((UnsafeRawBufferPointer) -> Void)?
     private var buffer = [UInt8](repeating: 0, count: SecretStream.sealedChunkLength)
@@ -165,30 +168,34 @@ final class PieceReader {
         self.observe = observe
         opener = StreamOpener(key: key) { [unowned self] plain in
             self.observe?(plain)
+            if self.consumed == self.pending.count {
+                self.pending.removeAll(keepingCapacity: true)
+                self.consumed = 0
+            }
             self.pending += plain
         }
     }
 
     /// The next `count` plaintext bytes.
     func read(_ count: Int) throws -> [UInt8] {
-        while pending.count < count {
+        while pending.count - consumed < count {
             guard try pull() else { throw VaultError.truncated(what: "a piece") }
         }
-        defer { pending.removeFirst(count) }
-        return Array(pending[0..<count])
+        defer { consumed += count }
+        return Array(pending[consumed..<consumed + count])
     }
 
     /// Reads to the end, checking the stream's integrity and that nothing follows it.
     func drain() throws {
-        while try pull() { pending.removeAll(keepingCapacity: true) }
-        pending.removeAll()
+        while try pull() { consumed = pending.count }
+        consumed = pending.count
         try finish()
     }
 
     /// Checks that the stream ended where its length says.
     func finish() throws {
         while try pull() {}
-        guard pending.isEmpty else { throw VaultError.malformed(what: "a piece", detail: "it is longer than its header says") }
+        guard consumed == pending.count else { throw VaultError.malformed(what: "a piece", detail: "it is longer than its header says") }
         guard try source.readFully(1).isEmpty else { throw VaultError.malformed(what: "a piece", detail: "bytes follow it") }
     }
 
