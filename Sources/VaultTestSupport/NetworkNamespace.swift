@@ -7,17 +7,41 @@ public final class NetworkNamespace: @unchecked Sendable {
     public let name: String
     static let ip = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"].first { FileManager.default.isExecutableFile(atPath: $0) } ?? "ip"
 
-    public init() throws {
-        name = "vault-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        for command in [["netns", "add", name],
-                        ["netns", "exec", name, Self.ip, "link", "set", "lo", "up"],
-                        ["netns", "exec", name, Self.ip, "link", "set", "lo", "multicast", "on"],
-                        ["netns", "exec", name, Self.ip, "route", "add", "224.0.0.0/4", "dev", "lo", "src", "127.0.0.1"]] {
-            let result = try ProcessRunner.run(Self.ip, command)
-            guard result.status == 0 else {
-                throw NSError(domain: "NetworkNamespace", code: Int(result.status),
-                              userInfo: [NSLocalizedDescriptionKey: "ip \(command.joined(separator: " ")): \(result.stderr) (tests of discovery need root)"])
+    public convenience init() throws {
+        try self.init(multicastOnLoopback: true)
+    }
+
+    /// Two namespaces joined by a veth pair (`veth0` in each, 10.231.0.1/24 and
+    /// 10.231.0.2/24), multicast routed on the link: two hosts on a private wire, for
+    /// responders such as avahi that ignore loopback. Nothing else is reachable from either.
+    public static func linked() throws -> (NetworkNamespace, NetworkNamespace) {
+        let first = try NetworkNamespace(multicastOnLoopback: false)
+        let second = try NetworkNamespace(multicastOnLoopback: false)
+        try first.ip(["link", "add", "veth0", "netns", first.name, "type", "veth", "peer", "name", "veth0", "netns", second.name])
+        for (namespace, address) in [(first, "10.231.0.1/24"), (second, "10.231.0.2/24")] {
+            for command in [["addr", "add", address, "dev", "veth0"], ["link", "set", "veth0", "multicast", "on"],
+                            ["link", "set", "veth0", "up"], ["route", "add", "224.0.0.0/4", "dev", "veth0"]] {
+                try namespace.ip(["-n", namespace.name] + command)
             }
+        }
+        return (first, second)
+    }
+
+    private init(multicastOnLoopback: Bool) throws {
+        name = "vault-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try ip(["netns", "add", name])
+        try ip(["-n", name, "link", "set", "lo", "up"])
+        if multicastOnLoopback {
+            try ip(["-n", name, "link", "set", "lo", "multicast", "on"])
+            try ip(["-n", name, "route", "add", "224.0.0.0/4", "dev", "lo", "src", "127.0.0.1"])
+        }
+    }
+
+    private func ip(_ arguments: [String]) throws {
+        let result = try ProcessRunner.run(Self.ip, arguments)
+        guard result.status == 0 else {
+            throw NSError(domain: "NetworkNamespace", code: Int(result.status),
+                          userInfo: [NSLocalizedDescriptionKey: "ip \(arguments.joined(separator: " ")): \(result.stderr) (tests of discovery need root)"])
         }
     }
 

@@ -34,6 +34,30 @@ import VaultTestSupport
         server.stop()
     }
 
+    /// avahi, a second independent stack, on the other end of a link: it browses, then
+    /// resolves SRV, TXT and A through its own daemon.
+    @Test func avahiBrowseResolvesVaultServe() throws {
+        let (here, there) = try NetworkNamespace.linked()
+        let bob = try User().initialize("bob")
+        let (server, port) = try serve(bob, in: here)
+        let avahi = try AvahiDaemon(in: there, interface: "veth0")
+        let browse = try there.run("/usr/bin/timeout", ["20", "avahi-browse", "--resolve", "--parsable", "--terminate", "_vault._tcp"],
+                                   environment: avahi.environment)
+        #expect(browse.status == 0, "\(browse.stderr)")
+        // =;IFACE;PROTO;INSTANCE;TYPE;DOMAIN;HOST;ADDRESS;PORT;TXT
+        let fields = try #require(browse.stdout.split(separator: "\n").first { $0.hasPrefix("=;") }?.split(separator: ";").map(String.init),
+                                  "\(browse.stdout)\(browse.stderr)")
+        #expect(fields.count == 10)
+        #expect(fields[3].hasPrefix("bob-") && fields[4] == "_vault._tcp" && fields[5] == "local")
+        #expect(fields[6].hasPrefix("vault-") && fields[6].hasSuffix(".local"))
+        #expect(fields[7] == "10.231.0.1" && fields[8] == port)
+        let nearby = try here.run(VaultBinary.path, ["nearby", "--timeout", "1.5"], environment: bob.vault.childEnvironment)
+        let words = nearby.stdout.split(separator: " ")
+        let fp = try #require(words.firstIndex(of: "fp").map { String(words[$0 + 1]) }, "\(nearby.stdout)\(nearby.stderr)")
+        #expect(fields[9] == "\"fp=\(fp)\" \"v=1\"")
+        server.stop()
+    }
+
     @Test func vaultFindsAServiceZeroconfRegisters() throws {
         let namespace = try NetworkNamespace()
         let alice = try User().initialize("alice")

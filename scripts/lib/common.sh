@@ -4,8 +4,11 @@
 # What building needs (the C libraries behind the system-library targets).
 BUILD_PACKAGES=(pkg-config libsodium-dev libqrencode-dev libzbar-dev libsqlite3-dev libpng-dev libjpeg62-turbo-dev)
 # What the tests use besides: zbarimg and cjpeg as independent decoders and encoders, and
-# Debian's Python with PyNaCl for an independent implementation of the bundle format.
-TEST_PACKAGES=(zbar-tools libjpeg-turbo-progs python3 python3-nacl python3-venv iproute2)
+# Debian's Python with PyNaCl for an independent implementation of the bundle format;
+# avahi (with a private D-Bus) as a second independent mDNS stack, run only inside the
+# tests' own network namespaces.
+TEST_PACKAGES=(zbar-tools libjpeg-turbo-progs python3 python3-nacl python3-venv iproute2
+               avahi-daemon avahi-utils dbus-daemon util-linux)
 # Independent peers from PyPI, in a virtualenv (Debian's Python refuses system-wide pip).
 TEST_PYPI=(noiseprotocol==0.3.1 zeroconf==0.154.0)
 
@@ -28,8 +31,20 @@ ensure_packages() {
     sudo=(sudo)
   fi
   say "installing ${missing[*]}"
-  "${sudo[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Packages are installed without starting their services (avahi-daemon would otherwise
+  # announce this host on its real network): a policy-rc.d that denies every start, for the
+  # length of the install, unless the machine already has one (Docker images do).
+  local policy=/usr/sbin/policy-rc.d added=
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\n# written by vault scripts/lib/common.sh during apt-get install\nexit 101\n' | "${sudo[@]}" tee "$policy" >/dev/null
+    "${sudo[@]}" chmod 755 "$policy"
+    added=1
+  fi
+  local status=0
+  "${sudo[@]}" apt-get update -qq &&
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || status=$?
+  [ -n "$added" ] && "${sudo[@]}" rm -f "$policy"
+  [ "$status" -eq 0 ] || { echo "vault: apt-get could not install: ${missing[*]}" >&2; exit 1; }
 }
 
 # ensure_venv: .build-venv/ with TEST_PYPI, made once (it is ignored by git).
