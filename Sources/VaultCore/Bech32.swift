@@ -35,7 +35,7 @@ enum Bech32 {
     }
 
     /// Decodes a string in either case; returns the lowercase hrp and the bytes.
-    static func decode(_ text: String) throws(Failure) -> (hrp: String, data: [UInt8]) {
+    static func decode(_ text: String, maximumLength: Int = maximumLength) throws(Failure) -> (hrp: String, data: [UInt8]) {
         let bytes = Array(text.utf8)
         guard bytes.count <= maximumLength else { throw .tooLong }
         guard bytes.allSatisfy({ $0 >= 33 && $0 <= 126 }) else { throw .invalidCharacter }

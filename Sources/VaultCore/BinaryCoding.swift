@@ -1,3 +1,5 @@
+import Foundation
+
 /// Big-endian binary encoding for vault's formats. The reader is strict: every read is
 /// bounds-checked and a parser must consume its input exactly.
 struct ByteWriter {
@@ -64,4 +66,9 @@ struct ByteReader {
     func end() throws(Failure) {
         guard remaining == 0 else { throw .trailingBytes }
     }
+}
+
+extension Collection<UInt8> {
+    /// The bytes as lowercase hex digits, two per byte.
+    public var hex: String { map { String(format: "%02x", $0) }.joined() }
 }

@@ -8,7 +8,7 @@ public protocol ByteSource {
 
 extension ByteSource {
     /// Reads exactly `count` bytes, or fewer only at the end.
-    mutating func readFully(_ count: Int) throws -> [UInt8] {
+    public mutating func readFully(_ count: Int) throws -> [UInt8] {
         var out = [UInt8](repeating: 0, count: count)
         var filled = 0
         while filled < count {
@@ -31,6 +31,13 @@ public final class FileSource: ByteSource {
     public init(path: String) throws(VaultError) {
         fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw .fileSystem(path: path, reason: String(cString: strerror(errno))) }
+        owned = true
+        self.path = path
+    }
+
+    /// Reads an open descriptor (a pipe's read end), closing it when released.
+    public init(fileDescriptor: Int32, path: String) {
+        fd = fileDescriptor
         owned = true
         self.path = path
     }

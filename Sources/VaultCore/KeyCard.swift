@@ -74,7 +74,7 @@ public struct KeyCard: Hashable, Sendable {
     /// A short fingerprint for machines to compare: 16 hex digits (64 bits) of the same hash,
     /// as carried in mDNS TXT records (`fp=`).
     public var shortFingerprint: String {
-        Sodium.blake2b(outputLength: 30, key: "vault/v1/fingerprint", encoded).prefix(8).map { String(format: "%02x", $0) }.joined()
+        Sodium.blake2b(outputLength: 30, key: "vault/v1/fingerprint", encoded).prefix(8).hex
     }
 
     /// An X25519 key whose product with a random scalar is zero has small order: every

@@ -45,6 +45,26 @@ enum KeystoreSchema {
                 ) WITHOUT ROWID;
                 """)
         }
+        migrator.registerMigration("v3-items") { db in
+            try db.execute(sql: """
+                CREATE TABLE item (
+                    id BLOB PRIMARY KEY CHECK (length(id) = 16),
+                    key_id BLOB NOT NULL CHECK (length(key_id) = 16),
+                    header BLOB NOT NULL,
+                    size INTEGER NOT NULL,
+                    stream_length INTEGER NOT NULL,
+                    is_new INTEGER NOT NULL CHECK (is_new IN (0, 1)),
+                    stored_at INTEGER NOT NULL
+                );
+                CREATE INDEX item_by_key ON item (key_id);
+                CREATE TABLE item_chunk (
+                    item_id BLOB NOT NULL REFERENCES item(id) ON DELETE CASCADE,
+                    seq INTEGER NOT NULL,
+                    data BLOB NOT NULL,
+                    PRIMARY KEY (item_id, seq)
+                ) WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 

@@ -37,6 +37,13 @@ public enum QRScanner {
         }
     }
 
+    /// The payloads of every QR code in the image at `path`, as text (binary ones left out).
+    public static func scanTexts(imageAt path: String) throws(VaultError) -> [String] {
+        let payloads = scan(try GrayImage(contentsOf: path))
+        guard !payloads.isEmpty else { throw .noQRCode(path: path) }
+        return payloads.compactMap { String(validating: $0, as: UTF8.self) }
+    }
+
     /// The first key card offer found in the image at `path`.
     public static func scanCard(imageAt path: String) throws(VaultError) -> CardOffer {
         let payloads = scan(try GrayImage(contentsOf: path))

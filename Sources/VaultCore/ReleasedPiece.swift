@@ -113,7 +113,7 @@ public enum ReleasedPiece {
             throw VaultError.malformed(what: path, detail: "the sender's card is invalid")
         }
         guard header.secretID == secret.secretID else {
-            throw VaultError.mixedSecrets(file: path, secretID: header.secretID.map { String(format: "%02x", $0) }.joined())
+            throw VaultError.mixedSecrets(file: path, secretID: header.secretID.hex)
         }
         guard Sodium.equal(header.recipientKey, identity.card.agreementKey), header.to == secret.holderIndex else {
             throw VaultError.notForThisIdentity(what: path)

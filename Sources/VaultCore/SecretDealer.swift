@@ -20,10 +20,15 @@ public struct ShareRequest {
     public var scrypt: ScryptParameters
     /// The secret this one replaces (resharing).
     public var replaces: [UInt8]?
+    /// For a key: the id of the key it carries, when resharing the same key value. A new key
+    /// takes the new secret's id.
+    public var keyID: [UInt8]?
 
     public init(type: SecretType, metadata: SecretMetadata = SecretMetadata(), description: String = "",
                 threshold: Int, holders: [(label: Label, card: KeyCard)], publishLabels: Bool = false,
-                password: SecureBytes? = nil, scrypt: ScryptParameters = .default, replaces: [UInt8]? = nil) {
+                password: SecureBytes? = nil, scrypt: ScryptParameters = .default, replaces: [UInt8]? = nil,
+                keyID: [UInt8]? = nil) {
+        self.keyID = keyID
         self.type = type
         self.metadata = metadata
         self.description = description
@@ -70,6 +75,7 @@ public enum SecretDealer {
                 description: request.description, threshold: k, count: n, holderIndex: index,
                 ciphertextLength: ciphertextLength, dealer: dealer.card, holderKey: holders[index - 1].card.agreementKey,
                 passwordProtected: request.password != nil, replaces: request.replaces,
+                keyID: request.type == .key ? request.keyID ?? secretID : nil,
                 labels: request.publishLabels ? holders.map(\.label) : nil, commitments: commitments,
                 possessionKeys: keys, holderTags: holders.map { BundleHeader.holderTag(secretID: secretID, agreementKey: $0.card.agreementKey) })
         }
@@ -99,7 +105,7 @@ public enum SecretDealer {
             try StreamSealer(key: request.scrypt.deriveKey(passphrase: password, salt: salt), emit: outer.write)
         }
         let payload: (UnsafeRawBufferPointer) throws -> Void = inner?.write ?? outer.write
-        try PayloadHeader.encode(type: request.type, metadata: request.metadata).withUnsafeBytes { try payload($0) }
+        try PayloadHeader.encode(type: request.type.rawValue, metadata: request.metadata).withUnsafeBytes { try payload($0) }
         var buffer = [UInt8](repeating: 0, count: SecretStream.chunkLength)
         defer { buffer.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) } }
         while true {

@@ -129,11 +129,12 @@ public struct SecretMetadata: Equatable, Sendable {
 }
 
 /// The innermost plaintext: type (1) ‖ metadata length (2) ‖ metadata ‖ content.
+/// Items (§13) use the same layout with their own type codes.
 enum PayloadHeader {
-    static func encode(type: SecretType, metadata: SecretMetadata) -> [UInt8] {
+    static func encode(type: UInt8, metadata: SecretMetadata) -> [UInt8] {
         let fields = metadata.encoded()
         var writer = ByteWriter()
-        writer.u8(type.rawValue)
+        writer.u8(type)
         writer.u16(UInt16(fields.count))
         writer.raw(fields)
         return writer.bytes
@@ -144,13 +145,12 @@ enum PayloadHeader {
 final class PayloadParser {
     private var header: [UInt8] = []
     private var needed = 3
-    private(set) var type: SecretType?
     private(set) var metadata: SecretMetadata?
-    private let expectedType: SecretType
+    private let expectedType: UInt8
     private let content: (UnsafeRawBufferPointer) throws -> Void
     private let metadataReady: (SecretMetadata) throws -> Void
 
-    init(expectedType: SecretType, metadataReady: @escaping (SecretMetadata) throws -> Void = { _ in },
+    init(expectedType: UInt8, metadataReady: @escaping (SecretMetadata) throws -> Void = { _ in },
          content: @escaping (UnsafeRawBufferPointer) throws -> Void) {
         self.expectedType = expectedType
         self.metadataReady = metadataReady
@@ -164,10 +164,9 @@ final class PayloadParser {
             header += bytes[offset..<offset + take]
             offset += take
             if header.count == 3 && needed == 3 {
-                guard SecretType(rawValue: header[0]) == expectedType else {
+                guard header[0] == expectedType else {
                     throw VaultError.corruptSecret("the encrypted type does not match the signed header")
                 }
-                type = expectedType
                 needed = 3 + Int(header[1]) << 8 + Int(header[2])
             }
             if header.count == needed {

@@ -72,7 +72,7 @@ public enum SecretRecovery {
 
         let chosen = Array(good.prefix(header.threshold))
         let dataKey = Shamir.combine(chosen.map { (x: UInt8($0.index), share: $0.keyShare) })
-        let payload = PayloadParser(expectedType: header.type, metadataReady: metadataReady, content: output)
+        let payload = PayloadParser(expectedType: header.type.rawValue, metadataReady: metadataReady, content: output)
         let layer = PasswordLayerParser(payload: payload, password: password)
         let outer = StreamOpener(key: dataKey, emit: layer.write)
         try keystore.withSealedPiece(secret) { ownSource in

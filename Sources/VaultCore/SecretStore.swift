@@ -80,10 +80,37 @@ extension Keystore {
         return found
     }
 
-    /// Deletes a share and its piece.
+    /// Deletes a share and its piece, and, for the last share of a shared key, the items
+    /// that key encrypts (they could never open again), in one transaction.
     public func removeSecret(_ secret: StoredSecret) throws(VaultError) {
+        let orphaned = try itemsOrphaned(byRemoving: secret) > 0
         try write { db in
             try db.execute(sql: "DELETE FROM secret WHERE id = ?", arguments: [Data(secret.header.secretID)])
+            if orphaned, let keyID = secret.header.keyID {
+                try db.execute(sql: "DELETE FROM item WHERE key_id = ?", arguments: [Data(keyID)])
+            }
+        }
+    }
+
+    /// Gives a stored secret a local name, or none.
+    public func renameSecret(_ secret: StoredSecret, to name: Label?) throws(VaultError) {
+        try write { db in
+            if let name, try Int.fetchOne(db, sql: "SELECT count(*) FROM secret WHERE name_key = ? AND id != ?",
+                                          arguments: [name.key, Data(secret.header.secretID)]) ?? 0 > 0 {
+                throw VaultError.invalidSecret("a secret named '\(name)' exists already")
+            }
+            try db.execute(sql: "UPDATE secret SET name = ?, name_key = ? WHERE id = ?",
+                           arguments: [name?.value, name?.key, Data(secret.header.secretID)])
+        }
+    }
+
+    /// Moves `old`'s local name to `new` (resharing), in one transaction.
+    public func moveName(from old: StoredSecret, to new: StoredSecret) throws(VaultError) {
+        try write { db in
+            let row = try Row.fetchOne(db, sql: "SELECT name, name_key FROM secret WHERE id = ?", arguments: [Data(old.header.secretID)])
+            try db.execute(sql: "UPDATE secret SET name = NULL, name_key = NULL WHERE id = ?", arguments: [Data(old.header.secretID)])
+            try db.execute(sql: "UPDATE secret SET name = ?, name_key = ? WHERE id = ?",
+                           arguments: [row?["name"] as String?, row?["name_key"] as String?, Data(new.header.secretID)])
         }
     }
 
@@ -92,7 +119,8 @@ extension Keystore {
     func withSealedPiece<T>(_ secret: StoredSecret, _ body: (inout any ByteSource) throws -> T) throws -> T {
         try Self.storage {
             try database.read { db in
-                var source: any ByteSource = try PieceRows(db: db, secretID: secret.header.secretID)
+                var source: any ByteSource = try BlobRows(db: db, sql: "SELECT data FROM secret_piece WHERE secret_id = ? ORDER BY seq",
+                                                          id: secret.header.secretID)
                 return try body(&source)
             }
         }
@@ -159,15 +187,14 @@ extension Keystore {
     }
 }
 
-/// A stored piece stream, read row by row.
-private final class PieceRows: ByteSource {
+/// A stream stored as consecutive blob rows (a piece, an item), read row by row.
+final class BlobRows: ByteSource {
     private let cursor: RowCursor
     private var current: [UInt8] = []
     private var offset = 0
 
-    init(db: Database, secretID: [UInt8]) throws {
-        cursor = try Row.fetchCursor(db, sql: "SELECT data FROM secret_piece WHERE secret_id = ? ORDER BY seq",
-                                     arguments: [Data(secretID)])
+    init(db: Database, sql: String, id: [UInt8]) throws {
+        cursor = try Row.fetchCursor(db, sql: sql, arguments: [Data(id)])
     }
 
     func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {

@@ -28,6 +28,9 @@ public struct BundleHeader: Equatable, Sendable {
     public let passwordProtected: Bool
     /// The secret this one replaces (resharing), if any.
     public let replaces: [UInt8]?
+    /// For a secret of type `key`: the key's id, which items name. It stays the same when
+    /// the key is reshared with the same value, so items still find it.
+    public let keyID: [UInt8]?
     /// Every holder's label, by index, when the dealer chose to publish them.
     public let labels: [Label]?
     /// Per index: BLAKE2b commitment to the piece.
@@ -41,7 +44,7 @@ public struct BundleHeader: Equatable, Sendable {
     static let maximumLength = 128 * 1024
 
     /// The id as 32 hex digits.
-    public var secretIDHex: String { secretID.map { String(format: "%02x", $0) }.joined() }
+    public var secretIDHex: String { secretID.hex }
 
     /// The index whose holder tag matches `agreementKey`, if any.
     public func index(of agreementKey: [UInt8]) -> Int? {
@@ -88,6 +91,7 @@ public struct BundleHeader: Equatable, Sendable {
         w.raw(holderKey)
         w.u8(passwordProtected ? 1 : 0)
         if let replaces { w.u8(1); w.raw(replaces) } else { w.u8(0) }
+        if type == .key { w.raw(keyID!) }
         if let labels { w.u8(1); labels.forEach { w.string8($0.value) } } else { w.u8(0) }
         for j in 0..<count {
             w.raw(commitments[j])
@@ -99,7 +103,9 @@ public struct BundleHeader: Equatable, Sendable {
 
     init(secretID: [UInt8], createdAt: UInt64, type: SecretType, description: String, threshold: Int, count: Int,
          holderIndex: Int, ciphertextLength: UInt64, dealer: KeyCard, holderKey: [UInt8], passwordProtected: Bool,
-         replaces: [UInt8]?, labels: [Label]?, commitments: [[UInt8]], possessionKeys: [[UInt8]], holderTags: [[UInt8]]) {
+         replaces: [UInt8]?, keyID: [UInt8]?, labels: [Label]?, commitments: [[UInt8]], possessionKeys: [[UInt8]],
+         holderTags: [[UInt8]]) {
+        precondition((type == .key) == (keyID?.count == 16))
         self.secretID = secretID
         self.createdAt = createdAt
         self.type = type
@@ -112,6 +118,7 @@ public struct BundleHeader: Equatable, Sendable {
         self.holderKey = holderKey
         self.passwordProtected = passwordProtected
         self.replaces = replaces
+        self.keyID = keyID
         self.labels = labels
         self.commitments = commitments
         self.possessionKeys = possessionKeys
@@ -151,6 +158,7 @@ public struct BundleHeader: Equatable, Sendable {
             case 1: replaces = try r.raw(16)
             default: throw fail("bad replaces flag")
             }
+            keyID = type == .key ? try r.raw(16) : nil
             switch try r.u8() {
             case 0: labels = nil
             case 1: labels = try (0..<count).map { _ in try Label(try r.string8()) }

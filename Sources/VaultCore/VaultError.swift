@@ -93,6 +93,26 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
     /// The ciphertext ended early.
     case truncated(what: String)
 
+    // Shared keys and items.
+    /// No shared key matches the name or id.
+    case unknownKey(String)
+    /// An item names a key this keystore holds no share of (its id in hex).
+    case noShareOfKey(keyID: String)
+    /// A secret of another type was named where a key is needed.
+    case notAKey(String)
+    /// The key recovered is not a 32-byte key.
+    case badKey
+    /// No stored item matches.
+    case unknownItem(String)
+    /// More than one stored item matches an id prefix.
+    case ambiguousItem(String)
+    /// The keystore already holds this item.
+    case duplicateItem(id: String)
+    /// An item failed to decrypt under its key: altered, or made under another key.
+    case itemDoesNotOpen
+    /// Text that should be an armored item or a QR item is not one.
+    case badArmor(String)
+
     public var description: String {
         switch self {
         case .invalidCard(let defect): "invalid key card: \(defect)"
@@ -137,6 +157,15 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
         case .passwordRequired: "the secret has a password layer and no password was given"
         case .corruptSecret(let detail): "the secret is corrupt: \(detail)"
         case .truncated(let what): "\(what) is truncated"
+        case .unknownKey(let name): "no shared key matches \(quoted(name))"
+        case .noShareOfKey(let id): "you hold no share of key \(id.prefix(16)), which encrypts this item"
+        case .notAKey(let name): "\(quoted(name)) is a secret, not a shared key"
+        case .badKey: "the recovered secret is not a 32-byte key"
+        case .unknownItem(let name): "no item matches \(quoted(name))"
+        case .ambiguousItem(let name): "more than one item matches \(quoted(name))"
+        case .duplicateItem(let id): "the keystore already holds item \(id.prefix(16))"
+        case .itemDoesNotOpen: "the item does not open under its key: it was altered, or made under another key"
+        case .badArmor(let detail): "not a vault item: \(detail)"
         }
     }
 }

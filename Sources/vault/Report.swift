@@ -19,6 +19,7 @@ enum CLIError: Error {
     case invalidInput(String)
     case unavailable(String, hint: String)
     case undelivered(secret: String, labels: [String])
+    case noAgent
 }
 
 /// Turns an error into the one `vault: error:` line, an optional `vault: hint:` line and an
@@ -72,6 +73,9 @@ enum Report {
             (message, nil)
         case .unavailable(let message, let hint):
             (message, hint)
+        case .noAgent:
+            ("no 'vault serve' runs for this keystore, so there is no agent to hold keys",
+             "start 'vault serve' (it runs the agent); without it, item commands recover the key for each command")
         case .undelivered(let secret, let labels):
             ("\(labels.count) holder\(labels.count == 1 ? "" : "s") did not receive a share: \(labels.joined(separator: ", "))",
              "their bundles wait in the outbox; once they run 'vault serve', send them with 'vault secrets push \(secret) --to \(labels.joined(separator: ","))'")

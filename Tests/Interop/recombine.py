@@ -95,6 +95,8 @@ def parse_bundle(data):
     h["password"] = r.int(1)
     if r.int(1):
         r.take(16)
+    if h["type"] == 5:
+        r.take(16)  # key id
     if r.int(1):
         h["labels"] = [r.take(r.int(1)).decode() for _ in range(h["n"])]
     h["commit"], h["pop"], h["tag"] = [], [], []

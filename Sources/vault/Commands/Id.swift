@@ -50,11 +50,11 @@ struct Id: ParsableCommand {
         let qrText = code.terminalText(invert: invert, color: Terminal.stdoutWantsColor)
         switch format {
         case .text?: print(info.card.text)
-        case .hex?: print(info.card.encoded.map { String(format: "%02x", $0) }.joined())
+        case .hex?: print(info.card.encoded.hex)
         case .base64?: print(Data(info.card.encoded).base64EncodedString())
         case .json?:
             try printJSON(CardJSON(label: info.label.value, card: info.card.text, fingerprint: info.card.fingerprint,
-                                   agreementKey: hex(info.card.agreementKey), signingKey: hex(info.card.signingKey)))
+                                   agreementKey: info.card.agreementKey.hex, signingKey: info.card.signingKey.hex))
         case nil where qr: print(qrText, terminator: "")
         case nil:
             print("label        \(info.label)")
@@ -72,8 +72,4 @@ struct CardJSON: Encodable {
     let fingerprint: String
     let agreementKey: String
     let signingKey: String
-}
-
-func hex(_ bytes: [UInt8]) -> String {
-    bytes.map { String(format: "%02x", $0) }.joined()
 }

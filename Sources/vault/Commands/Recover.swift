@@ -42,7 +42,7 @@ struct Recover: AsyncParsableCommand {
         let keystore = try home.openKeystore()
         let secret = try keystore.secret(matching: self.secret)
         let identity = try keys.unlock(keystore)
-        let gathered = pieces.isEmpty ? try await gather(secret, keystore: keystore, identity: identity) : []
+        let gathered = pieces.isEmpty ? try await gatherPieces(secret, keystore: keystore, identity: identity, reach: reach, timeout: timeout) : []
         let pieces = self.pieces + gathered.map(\.path)
         let file = try output.map { try OutputFile(path: $0, replace: force) }
         let type = secret.header.type
@@ -113,47 +113,18 @@ struct Recover: AsyncParsableCommand {
     }
 }
 
-extension Recover {
-    /// Asks every reachable holder at once for its piece; returns the pieces received, in
-    /// files sealed to us that disappear when released.
-    func gather(_ secret: StoredSecret, keystore: Keystore, identity: Identity) async throws -> [OutputFile] {
-        let header = secret.header
-        let peers = try keystore.peers()
-        let holders = peers.compactMap { peer -> (Peer, Int)? in
-            guard let index = header.index(of: peer.card.agreementKey), index != header.holderIndex else { return nil }
-            return (peer, index)
-        }
-        let addresses = try await reach.addresses(for: peers, discovering: holders.map(\.0), timeout: min(2, Double(timeout)))
-        Terminal.standardError("need \(header.threshold - 1) piece\(header.threshold == 2 ? "" : "s") besides yours; "
-            + "holders you trust: \(holders.isEmpty ? "none" : holders.map { "\($0.0.label) (index \($0.1))" }.joined(separator: ", "))")
-        var reachable: [PieceGathering.Holder] = []
-        for (peer, index) in holders {
-            guard let address = addresses[peer.label.value] else {
-                Terminal.standardError("  \(peer.label): not found nearby and no address known (use --peer \(peer.label)=HOST:PORT)")
-                continue
-            }
-            Terminal.standardError("  asking \(peer.label) at \(address)")
-            reachable.append(PieceGathering.Holder(peer: peer, index: index, address: address))
-        }
-        let timeout = self.timeout
-        return await PieceGathering.gather(secret, from: reachable, identity: identity, directory: keystore.home.directory,
-                                           timeout: timeout) { event in
-            switch event {
-            case .received(let peer): Terminal.standardError("  \(peer.label): piece received")
-            case .failed(let peer, let error): Terminal.standardError("  \(peer.label): \(error)")
-            case .timedOut: Terminal.standardError("  no more answers within \(timeout) s")
-            }
-        }
-    }
-}
-
 /// Writes to standard output with write(2), retrying short writes.
 func writeStandardOutput(_ bytes: UnsafeRawBufferPointer) throws {
+    try writeAll(STDOUT_FILENO, bytes, name: "standard output")
+}
+
+/// write(2) until every byte is out; `name` is what errors call the descriptor.
+func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, name: String = "pipe") throws {
     var offset = 0
     while offset < bytes.count {
-        let count = write(STDOUT_FILENO, bytes.baseAddress! + offset, bytes.count - offset)
+        let count = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
         if count < 0 && errno == EINTR { continue }
-        guard count > 0 else { throw VaultError.fileSystem(path: "standard output", reason: String(cString: strerror(errno))) }
+        guard count > 0 else { throw VaultError.fileSystem(path: name, reason: String(cString: strerror(errno))) }
         offset += count
     }
 }

@@ -7,7 +7,7 @@ struct SecretsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "secrets",
         abstract: "Manage the shares this machine holds.",
-        subcommands: [SecretsImport.self, SecretsList.self, SecretsShow.self, SecretsRemove.self, SecretsRelease.self, SecretsPush.self]
+        subcommands: [SecretsImport.self, SecretsList.self, SecretsShow.self, SecretsRename.self, SecretsRemove.self, SecretsRelease.self, SecretsPush.self]
     )
 }
 
@@ -89,6 +89,29 @@ struct SecretsShow: ParsableCommand {
         print("created      \(ISO8601DateFormatter().string(from: info.createdAt))")
         if let labels = info.holders { print("holders      \(labels.joined(separator: ", "))") }
         if let replaces = info.replaces { print("replaces     \(replaces)") }
+        if let keyID = info.keyID { print("key id       \(keyID)") }
+    }
+}
+
+struct SecretsRename: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rename",
+        abstract: "Give a secret (or a shared key) a local name; names are yours alone, never sent.")
+
+    @OptionGroup var home: HomeOption
+
+    @Argument(help: ArgumentHelp("The secret's name or id.", valueName: "id"))
+    var secret: String
+
+    @Argument(help: ArgumentHelp("The new name; - removes the name.", valueName: "name"))
+    var name: String
+
+    func run() throws {
+        let keystore = try home.openKeystore()
+        let secret = try keystore.secret(matching: self.secret)
+        let label = name == "-" ? nil : try Label(name)
+        try keystore.renameSecret(secret, to: label)
+        Terminal.standardError("secret \(secret.header.secretIDHex.prefix(16)) is now " + (label.map { "'\($0)'" } ?? "unnamed"))
     }
 }
 
@@ -107,12 +130,15 @@ struct SecretsRemove: ParsableCommand {
         let keystore = try home.openKeystore()
         let secret = try keystore.secret(matching: self.secret)
         let id = String(secret.header.secretIDHex.prefix(16))
+        // The last share of a shared key takes its items with it: they could never open again.
+        let items = try keystore.itemsOrphaned(byRemoving: secret)
         if !yes {
-            guard try Terminal.confirm("Delete your share of \(id)? Recovery will then need \(secret.header.threshold) other holders.",
+            let itemNote = items == 0 ? "" : " Its \(items) item\(items == 1 ? "" : "s") can then never open again and will be deleted too."
+            guard try Terminal.confirm("Delete your share of \(id)? Recovery will then need \(secret.header.threshold) other holders.\(itemNote)",
                                        what: "deleting a share") else { throw CLIError.cancelled }
         }
         try keystore.removeSecret(secret)
-        Terminal.standardError("deleted your share of \(id)")
+        Terminal.standardError("deleted your share of \(id)" + (items == 0 ? "" : " and the \(items) item\(items == 1 ? "" : "s") of its key"))
     }
 }
 
@@ -160,6 +186,7 @@ struct SecretJSON: Encodable {
     let createdAt: Date
     let holders: [String]?
     let replaces: String?
+    let keyID: String?
 
     init(_ secret: StoredSecret, peers: [Peer]) {
         let h = secret.header
@@ -177,7 +204,8 @@ struct SecretJSON: Encodable {
         ciphertextBytes = h.ciphertextLength
         createdAt = Date(timeIntervalSince1970: TimeInterval(h.createdAt))
         holders = h.labels?.map(\.value)
-        replaces = h.replaces.map { $0.map { String(format: "%02x", $0) }.joined() }
+        replaces = h.replaces?.hex
+        keyID = h.keyID?.hex
     }
 }
 

@@ -12,7 +12,9 @@ struct Serve: AsyncParsableCommand {
             each only from its own dealer. A piece is released only to another holder of the \
             same secret who proves possession of its own share on that connection, at most \
             \(NetLimits.pieceRequestsPerMinute) requests per peer per minute. The server announces \
-            itself by mDNS as _vault._tcp.local. (unless --no-mdns) and withdraws on exit.
+            itself by mDNS as _vault._tcp.local. (unless --no-mdns) and withdraws on exit. It also \
+            runs the local key agent on $VAULT_HOME/agent.sock, for 'vault unlock' and the item \
+            commands, answering only your own user.
             """)
 
     @OptionGroup var home: HomeOption
@@ -64,16 +66,28 @@ struct Serve: AsyncParsableCommand {
         let loopbackOnly = listen.hasPrefix("127.") || listen == "::1" || listen == "localhost"
         let announce = !noMdns && !loopbackOnly, listen = self.listen
         if !noMdns && loopbackOnly { Terminal.standardError("vault serve: not announced by mDNS: listening on loopback only") }
+        let agent = KeyAgent { line in Terminal.standardError("vault serve: \(line)") }
+        let agentPath = KeyAgent.socketPath(keystore.home)
         let task = Task {
-            try await server.run(host: listen, port: port) { bound in
-                if announce {
-                    // A specific IPv4 listen address is the one to announce; otherwise every interface's.
-                    let addresses = (try? SocketAddressBytes.ipv4(listen)).map { [$0] }
-                    responder.start(MDNSResponder(label: identity.label.value, shortFingerprint: identity.card.shortFingerprint,
-                                                  port: UInt16(bound), addresses: addresses))
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    try await agent.run(path: agentPath) { Terminal.standardError("vault serve: agent listening on \(agentPath)") }
                 }
-                Terminal.standardError("vault serve: listening on \(listen):\(bound) as '\(identity.label)' (fingerprint \(identity.card.fingerprint))")
-                if pairing { Terminal.standardError("vault serve: pairing is open for \(Int(pairingWindow)) s: run 'vault pair --peer HOST:\(bound)' on the other machine") }
+                group.addTask {
+                    try await server.run(host: listen, port: port) { bound in
+                        if announce {
+                            // A specific IPv4 listen address is the one to announce; otherwise every interface's.
+                            let addresses = (try? SocketAddressBytes.ipv4(listen)).map { [$0] }
+                            responder.start(MDNSResponder(label: identity.label.value, shortFingerprint: identity.card.shortFingerprint,
+                                                          port: UInt16(bound), addresses: addresses))
+                        }
+                        Terminal.standardError("vault serve: listening on \(listen):\(bound) as '\(identity.label)' (fingerprint \(identity.card.fingerprint))")
+                        if pairing { Terminal.standardError("vault serve: pairing is open for \(Int(pairingWindow)) s: run 'vault pair --peer HOST:\(bound)' on the other machine") }
+                    }
+                }
+                // Either one ending (an error, or cancellation) ends the other.
+                defer { group.cancelAll() }
+                try await group.next()
             }
         }
         let signals = [SIGINT, SIGTERM].map { number in

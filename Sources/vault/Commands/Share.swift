@@ -85,33 +85,9 @@ struct Share: AsyncParsableCommand {
                                    description: description, threshold: threshold, holders: holders,
                                    publishLabels: labels, password: layerPassword, scrypt: try scrypt.parameters())
 
-        let own = try OutputFile(path: keystore.home.directory + "/.incoming-\(getpid()).vshare")
-        let outbox = try Outbox(home: keystore.home)
-        let others = try holders.map { holder in
-            try OutputFile(path: outDir.map { $0 + "/\(holder.label).vshare" } ?? outbox.pendingPath(for: holder.label))
-        }
-        var source = try content(for: secretType)
-        _ = try SecretDealer.share(request, content: &source, dealer: identity, outputs: [own] + others)
-        let stored = try keystore.storeOwnBundle(at: own.path, identity: identity, name: localName)
-        try others.forEach { try $0.commit() }
-
-        let header = stored.header
-        print(header.secretIDHex)
-        Terminal.standardError("shared \(secretType) \(header.secretIDHex.prefix(16)) as \(header.threshold) of \(header.count); your share is in the keystore")
-        guard outDir == nil else {
-            for (holder, file) in zip(holders, others) { Terminal.standardError("  \(holder.label): \(file.path)") }
-            return
-        }
-        var missed: [String] = []
-        for (peer, file) in zip(peers, others) {
-            let kept = try outbox.keep(file.path, secret: header.secretIDHex, label: peer.label)
-            if try await deliver(kept, to: peer, address: addresses[peer.label.value], identity: identity) {
-                try? FileManager.default.removeItem(atPath: kept)
-            } else {
-                missed.append(peer.label.value)
-            }
-        }
-        guard missed.isEmpty else { throw CLIError.undelivered(secret: String(header.secretIDHex.prefix(16)), labels: missed) }
+        var source = try secretContent(type: secretType, file: file)
+        _ = try await distribute(request, content: &source, peers: peers, keystore: keystore, identity: identity, name: localName,
+                                 outDir: outDir, addresses: addresses)
     }
 
     private func resolvedType() throws -> SecretType {
@@ -123,24 +99,64 @@ struct Share: AsyncParsableCommand {
         if resolved == .file && (file == nil || file == "-") { throw ValidationError("--type file needs a FILE") }
         return resolved
     }
+}
 
-    private func content(for type: SecretType) throws -> any ByteSource {
-        switch type {
-        case .key:
-            let key = SecureBytes(count: 32)
-            key.withUnsafeMutableBytes { SecureRandom().fill($0) }
-            return SecureBytesSource(key)
-        case .password:
-            // The first line of the file or of standard input, without its line ending.
-            guard let file else { return SecureBytesSource(try Terminal.passphrase(prompt: "Password to store: ", confirm: true)) }
-            return SecureBytesSource(try PassphraseFile.read(file == "-" ? "/dev/stdin" : file))
-        case .contact where file == nil:
-            return BytesSource([])
-        default:
-            if let file, file != "-" { return try FileSource(path: file) }
-            return FileSource(standardInput: ())
+/// What a new secret or item holds: a fresh key, a password (the first line of the file or
+/// of standard input, or asked on the terminal), nothing for a bare contact, or the bytes
+/// of FILE or standard input.
+func secretContent(type: SecretType, file: String?) throws -> any ByteSource {
+    switch type {
+    case .key:
+        let key = SecureBytes(count: 32)
+        key.withUnsafeMutableBytes { SecureRandom().fill($0) }
+        return SecureBytesSource(key)
+    case .password:
+        // The first line of the file or of standard input, without its line ending.
+        guard let file else { return SecureBytesSource(try Terminal.passphrase(prompt: "Password to store: ", confirm: true)) }
+        return SecureBytesSource(try PassphraseFile.read(file == "-" ? "/dev/stdin" : file))
+    case .contact where file == nil:
+        return BytesSource([])
+    default:
+        if let file, file != "-" { return try FileSource(path: file) }
+        return FileSource(standardInput: ())
+    }
+}
+
+/// Deals `content` as `request` says, stores the dealer's own share (under `name`), and
+/// delivers the other bundles to `peers` (or writes them to `outDir`). `check` runs after
+/// dealing and before anything is kept: a failure there discards every bundle.
+@discardableResult
+func distribute(_ request: ShareRequest, content: inout some ByteSource, peers: [Peer], keystore: Keystore, identity: Identity,
+                name: Label?, outDir: String?, addresses: [String: PeerAddress], check: () throws -> Void = {}) async throws -> StoredSecret {
+    let holders = request.holders
+    let own = try OutputFile(path: keystore.home.directory + "/.incoming-\(getpid()).vshare")
+    let outbox = try Outbox(home: keystore.home)
+    let others = try holders.map { holder in
+        try OutputFile(path: outDir.map { $0 + "/\(holder.label).vshare" } ?? outbox.pendingPath(for: holder.label))
+    }
+    _ = try SecretDealer.share(request, content: &content, dealer: identity, outputs: [own] + others)
+    try check()
+    let stored = try keystore.storeOwnBundle(at: own.path, identity: identity, name: name)
+    try others.forEach { try $0.commit() }
+
+    let header = stored.header
+    print(header.secretIDHex)
+    Terminal.standardError("shared \(request.type) \(header.secretIDHex.prefix(16)) as \(header.threshold) of \(header.count); your share is in the keystore")
+    guard outDir == nil else {
+        for (holder, file) in zip(holders, others) { Terminal.standardError("  \(holder.label): \(file.path)") }
+        return stored
+    }
+    var missed: [String] = []
+    for (peer, file) in zip(peers, others) {
+        let kept = try outbox.keep(file.path, secret: header.secretIDHex, label: peer.label)
+        if try await deliver(kept, to: peer, address: addresses[peer.label.value], identity: identity) {
+            try? FileManager.default.removeItem(atPath: kept)
+        } else {
+            missed.append(peer.label.value)
         }
     }
+    guard missed.isEmpty else { throw CLIError.undelivered(secret: String(header.secretIDHex.prefix(16)), labels: missed) }
+    return stored
 }
 
 /// Delivers one bundle and reports the outcome; true if the holder stored it.

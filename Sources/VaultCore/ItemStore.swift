@@ -1,0 +1,254 @@
+import Foundation
+import GRDB
+
+/// An item this keystore holds, encrypted in full.
+public struct StoredItem: Sendable {
+    /// The public header.
+    public let header: ItemHeader
+    /// Bytes of content (the plaintext, without its encrypted fields).
+    public let size: UInt64
+    /// Bytes of the encrypted stream.
+    public let streamLength: UInt64
+    /// Imported from someone else and not opened yet.
+    public let isNew: Bool
+    /// When it was stored here.
+    public let storedAt: Date
+
+    init(row: Row) throws {
+        header = try ItemHeader(parsing: [UInt8](row["header"] as Data))
+        size = UInt64(row["size"] as Int64)
+        streamLength = UInt64(row["stream_length"] as Int64)
+        isNew = (row["is_new"] as Int) == 1
+        storedAt = Date(timeIntervalSince1970: TimeInterval(row["stored_at"] as Int64))
+    }
+}
+
+extension Keystore {
+    /// Encrypts `content` (with `metadata`) under `itemKey` and stores the item, streaming
+    /// it in 64 KiB chunks into rows, all in one transaction: nothing of a failed add stays.
+    public func addItem(_ header: ItemHeader, metadata: SecretMetadata, content: inout some ByteSource,
+                        itemKey: SecureBytes) throws -> StoredItem {
+        try metadata.validate()
+        return try Self.storage {
+            try database.write { db in
+                let rows = try ItemRows(db: db, itemID: header.itemID)
+                let sealer = try StreamSealer(key: itemKey, emit: rows.write)
+                try PayloadHeader.encode(type: header.type.rawValue, metadata: metadata).withUnsafeBytes { try sealer.write($0) }
+                var size: UInt64 = 0
+                var buffer = [UInt8](repeating: 0, count: SecretStream.chunkLength)
+                defer { buffer.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) } }
+                while true {
+                    let count = try buffer.withUnsafeMutableBytes { try content.read(into: $0) }
+                    if count == 0 { break }
+                    size += UInt64(count)
+                    guard size <= Limits.maximumCiphertext / 2 else { throw VaultError.invalidSecret("larger than 512 GiB") }
+                    try buffer.withUnsafeBytes { try sealer.write(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+                }
+                try sealer.finish()
+                try rows.flush()
+                return try insert(header, size: size, streamLength: rows.total, isNew: false, db)
+            }
+        }
+    }
+
+    /// Reads an exported item's header (§13) from `source`, leaving it at the stream, and
+    /// checks that the item is not here already.
+    public func readItemHeader(_ source: inout some ByteSource) throws -> (header: ItemHeader, streamLength: UInt64) {
+        let (header, streamLength) = try ItemExport.parsePrefix { try source.readFully($0) }
+        if try item(id: header.itemID) != nil { throw VaultError.duplicateItem(id: header.itemIDHex) }
+        return (header, streamLength)
+    }
+
+    /// Imports the rest of an exported item, after ``readItemHeader(_:)``: the whole stream
+    /// is decrypted under `key` and checked, and only then is the item stored, marked new.
+    /// Plaintext is counted and dropped, never kept.
+    public func importItem(_ header: ItemHeader, streamLength: UInt64, from source: inout some ByteSource,
+                           key: SecureBytes) throws -> StoredItem {
+        try Self.storage {
+            try database.write { db in
+                let rows = try ItemRows(db: db, itemID: header.itemID)
+                var size: UInt64 = 0
+                let parser = PayloadParser(expectedType: header.type.rawValue) { size += UInt64($0.count) }
+                let opener = StreamOpener(key: key, emit: parser.write)
+                var left = streamLength
+                do {
+                    while left > 0 {
+                        let chunk = try source.readFully(Int(min(left, UInt64(SecretStream.sealedChunkLength))))
+                        guard !chunk.isEmpty else {
+                            throw VaultError.truncated(what: "the item (\(streamLength - left) of \(streamLength) stream bytes arrived)")
+                        }
+                        try rows.write(chunk)
+                        try chunk.withUnsafeBytes { try opener.write($0) }
+                        left -= UInt64(chunk.count)
+                    }
+                    guard try source.readFully(1).isEmpty else {
+                        throw VaultError.malformed(what: "the item", detail: "bytes follow its stream")
+                    }
+                    try opener.finish()
+                    try parser.finish()
+                } catch {
+                    throw Self.openingFailure(error)
+                }
+                try rows.flush()
+                return try insert(header, size: size, streamLength: streamLength, isNew: true, db)
+            }
+        }
+    }
+
+    /// Decrypts a stored item: `metadataReady` gets its encrypted fields, then `content`
+    /// its content, only as authenticated chunks. Marks it opened.
+    @discardableResult
+    public func openItem(_ item: StoredItem, itemKey: SecureBytes, metadataReady: @escaping (SecretMetadata) throws -> Void = { _ in },
+                         content: @escaping (UnsafeRawBufferPointer) throws -> Void) throws -> SecretMetadata {
+        let parser = PayloadParser(expectedType: item.header.type.rawValue, metadataReady: metadataReady, content: content)
+        let opener = StreamOpener(key: itemKey, emit: parser.write)
+        try withItemStream(item) { source in
+            do {
+                var buffer = [UInt8](repeating: 0, count: SecretStream.sealedChunkLength)
+                while true {
+                    let count = try buffer.withUnsafeMutableBytes { try source.read(into: $0) }
+                    if count == 0 { break }
+                    try buffer.withUnsafeBytes { try opener.write(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+                }
+                try opener.finish()
+                try parser.finish()
+            } catch {
+                throw Self.openingFailure(error)
+            }
+        }
+        if item.isNew {
+            try write { db in try db.execute(sql: "UPDATE item SET is_new = 0 WHERE id = ?", arguments: [Data(item.header.itemID)]) }
+        }
+        return parser.metadata ?? SecretMetadata()
+    }
+
+    /// Re-encrypts an item under another key as a new item (`newHeader`), streaming.
+    public func copyItem(_ item: StoredItem, itemKey: SecureBytes, to newHeader: ItemHeader, newItemKey: SecureBytes) throws -> StoredItem {
+        precondition(newHeader.type == item.header.type)
+        return try Self.storage {
+            try database.write { db in
+                let rows = try ItemRows(db: db, itemID: newHeader.itemID)
+                let sealer = try StreamSealer(key: newItemKey, emit: rows.write)
+                let opener = StreamOpener(key: itemKey, emit: sealer.write)
+                let source = try BlobRows(db: db, sql: "SELECT data FROM item_chunk WHERE item_id = ? ORDER BY seq", id: item.header.itemID)
+                var buffer = [UInt8](repeating: 0, count: SecretStream.sealedChunkLength)
+                do {
+                    while true {
+                        let count = try buffer.withUnsafeMutableBytes { try source.read(into: $0) }
+                        if count == 0 { break }
+                        try buffer.withUnsafeBytes { try opener.write(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+                    }
+                    try opener.finish()
+                } catch {
+                    throw Self.openingFailure(error)
+                }
+                try sealer.finish()
+                try rows.flush()
+                return try insert(newHeader, size: item.size, streamLength: rows.total, isNew: false, db)
+            }
+        }
+    }
+
+    /// Writes the item's export (§13) to `emit`, streaming.
+    public func exportItem(_ item: StoredItem, to emit: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try ItemExport.prefix(item.header, streamLength: item.streamLength).withUnsafeBytes { try emit($0) }
+        try withItemStream(item) { source in
+            var buffer = [UInt8](repeating: 0, count: 1 << 16)
+            while true {
+                let count = try buffer.withUnsafeMutableBytes { try source.read(into: $0) }
+                if count == 0 { break }
+                try buffer.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+            }
+        }
+    }
+
+    /// Every item, newest first, or only those under `keyID`.
+    public func items(keyID: [UInt8]? = nil) throws(VaultError) -> [StoredItem] {
+        try read { db in
+            if let keyID {
+                return try Row.fetchAll(db, sql: "SELECT * FROM item WHERE key_id = ? ORDER BY stored_at DESC, id",
+                                        arguments: [Data(keyID)]).map(StoredItem.init(row:))
+            }
+            return try Row.fetchAll(db, sql: "SELECT * FROM item ORDER BY stored_at DESC, id").map(StoredItem.init(row:))
+        }
+    }
+
+    /// The item whose id starts with these hex digits (at least 4).
+    public func item(matching text: String) throws(VaultError) -> StoredItem {
+        let hex = text.lowercased()
+        guard hex.count >= 4, hex.allSatisfy(\.isHexDigit) else { throw .unknownItem(text) }
+        let matches = try items().filter { $0.header.itemIDHex.hasPrefix(hex) }
+        guard matches.count <= 1 else { throw .ambiguousItem(text) }
+        guard let found = matches.first else { throw .unknownItem(text) }
+        return found
+    }
+
+    /// Deletes an item.
+    public func removeItem(_ item: StoredItem) throws(VaultError) {
+        try write { db in try db.execute(sql: "DELETE FROM item WHERE id = ?", arguments: [Data(item.header.itemID)]) }
+    }
+
+    func item(id: [UInt8]) throws(VaultError) -> StoredItem? {
+        try read { db in try Row.fetchOne(db, sql: "SELECT * FROM item WHERE id = ?", arguments: [Data(id)]).map(StoredItem.init(row:)) }
+    }
+
+    /// A stream that fails to authenticate, or a payload that contradicts its header, is
+    /// one failure to the user: the item was altered or is under another key.
+    private static func openingFailure(_ error: Error) -> Error {
+        switch error {
+        case is SecretStream.Failure, VaultError.corruptSecret: VaultError.itemDoesNotOpen
+        default: error
+        }
+    }
+
+    private func withItemStream(_ item: StoredItem, _ body: (inout BlobRows) throws -> Void) throws {
+        try Self.storage {
+            try database.read { db in
+                var source = try BlobRows(db: db, sql: "SELECT data FROM item_chunk WHERE item_id = ? ORDER BY seq", id: item.header.itemID)
+                try body(&source)
+            }
+        }
+    }
+
+    private func insert(_ header: ItemHeader, size: UInt64, streamLength: UInt64, isNew: Bool, _ db: Database) throws -> StoredItem {
+        try db.execute(
+            sql: "INSERT INTO item (id, key_id, header, size, stream_length, is_new, stored_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            arguments: [Data(header.itemID), Data(header.keyID), Data(header.encoded()), Int64(size), Int64(streamLength),
+                        isNew ? 1 : 0, Int64(Date().timeIntervalSince1970)])
+        return try StoredItem(row: Row.fetchOne(db, sql: "SELECT * FROM item WHERE id = ?", arguments: [Data(header.itemID)])!)
+    }
+}
+
+/// Collects a stream into `item_chunk` rows of ``Keystore/pieceRowLength`` bytes.
+/// The item row itself is inserted last, once its size is known: the transaction defers
+/// the foreign key check to its commit.
+private final class ItemRows {
+    private let db: Database
+    private let itemID: Data
+    private var buffer: [UInt8] = []
+    private var sequence = 0
+    private(set) var total: UInt64 = 0
+
+    init(db: Database, itemID: [UInt8]) throws {
+        try db.execute(sql: "PRAGMA defer_foreign_keys = ON")
+        self.db = db
+        self.itemID = Data(itemID)
+        buffer.reserveCapacity(Keystore.pieceRowLength)
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        buffer += bytes
+        total += UInt64(bytes.count)
+        if buffer.count >= Keystore.pieceRowLength { try flush() }
+    }
+
+    func write(_ bytes: [UInt8]) throws { try bytes.withUnsafeBytes { try write($0) } }
+
+    /// Writes what is buffered as one row.
+    func flush() throws {
+        guard !buffer.isEmpty else { return }
+        try db.execute(sql: "INSERT INTO item_chunk (item_id, seq, data) VALUES (?, ?, ?)", arguments: [itemID, sequence, Data(buffer)])
+        sequence += 1
+        buffer.removeAll(keepingCapacity: true)
+    }
+}

@@ -1,0 +1,237 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import VaultCore
+
+/// The local agent inside `vault serve`: it holds unlocked shared keys in locked memory
+/// until their time runs out, `vault lock`, or the server stops, and zeroes them then.
+///
+/// It listens on a Unix socket, `$VAULT_HOME/agent.sock`, and talks only to processes of
+/// its own uid: the keystore directory is 0700, the socket 0600, and every connection's
+/// SO_PEERCRED uid is checked, so even a loosened mode lets no other user in.
+///
+/// A key never leaves the agent once handed to it. Clients ask for one item's key, derived
+/// from the shared key and that item's header hash (``SharedKey/itemKey(_:headerHash:)``),
+/// which opens that item and nothing else. Docs/PROTOCOL.md §8 gives the messages.
+public final class KeyAgent: @unchecked Sendable {
+    private struct Entry {
+        let key: SecureBytes
+        let until: Date
+    }
+
+    private var keys: [[UInt8]: Entry] = [:]
+    private let lock = NSLock()
+    private let log: @Sendable (String) -> Void
+
+    /// The socket's path in `home`.
+    public static func socketPath(_ home: VaultHome) -> String { home.directory + "/agent.sock" }
+
+    /// An empty agent that reports to `log`.
+    public init(log: @escaping @Sendable (String) -> Void) { self.log = log }
+
+    /// Connections use the LAN protocol's framing and idle timeout (``SecureChannel/configure(_:)``),
+    /// without Noise.
+    /// Serves on `path` until the task is cancelled, then forgets every key. Refuses to
+    /// start when another agent answers there; a stale socket file is replaced.
+    public func run(path: String, ready: @Sendable () -> Void = {}) async throws {
+        if FileManager.default.fileExists(atPath: path) {
+            if (try? await AgentClient.connect(path: path)) != nil {
+                throw NetError.unreachable("another vault serve already runs an agent on \(path)")
+            }
+            unlink(path)
+        }
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .bind(unixDomainSocketPath: path) { SecureChannel.configure($0) }
+        chmod(path, 0o600)
+        ready()
+        let sweeper = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(nanoseconds: 250_000_000)
+                expire()
+            }
+        }
+        defer {
+            sweeper.cancel()
+            lock.withLock { keys.removeAll() }
+            unlink(path)
+        }
+        try await withTaskCancellationHandler {
+            try await withThrowingDiscardingTaskGroup { group in
+                try await server.executeThenClose { connections in
+                    for try await connection in connections {
+                        group.addTask { await self.serve(connection) }
+                    }
+                }
+            }
+        } onCancel: {
+            server.channel.close(promise: nil)
+        }
+    }
+
+    private func expire() {
+        let now = Date()
+        let gone = lock.withLock { () -> [[UInt8]] in
+            let expired = keys.filter { $0.value.until <= now }.map(\.key)
+            expired.forEach { keys[$0] = nil }
+            return expired
+        }
+        for keyID in gone { log("agent: key \(keyID.hex.prefix(16)) locked (its time ran out)") }
+    }
+
+    private func serve(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async {
+        do {
+            let credentials: PeerCredentials = try await (connection.channel as! SocketOptionProvider)
+                .unsafeGetSocketOption(level: .socket, name: .init(rawValue: SO_PEERCRED)).get()
+            guard credentials.uid == getuid() else {
+                log("agent: refused a connection from uid \(credentials.uid)")
+                try await connection.channel.close()
+                return
+            }
+            try await connection.executeThenClose { inbound, outbound in
+                for try await request in inbound {
+                    let answer = handle(Array(request.readableBytesView))
+                    try await outbound.write(ByteBuffer(bytes: answer))
+                    var copy = answer
+                    copy.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) }
+                }
+            }
+        } catch {
+            log("agent: a connection ended: \(error)")
+        }
+    }
+
+    /// One request, one answer (§8).
+    func handle(_ request: [UInt8]) -> [UInt8] {
+        guard let first = request.first, let type = AgentRequest(rawValue: first) else { return [AgentStatus.malformed.rawValue] }
+        let body = request.dropFirst()
+        switch type {
+        case .unlock:
+            guard body.count == 16 + 4 + SharedKey.length else { return [AgentStatus.malformed.rawValue] }
+            let keyID = Array(body.prefix(16))
+            let seconds = body.dropFirst(16).prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            guard seconds >= 1, seconds <= AgentLimits.maximumSeconds else { return [AgentStatus.malformed.rawValue] }
+            let key = SecureBytes(copying: body.suffix(SharedKey.length))
+            lock.withLock { keys[keyID] = Entry(key: key, until: Date().addingTimeInterval(TimeInterval(seconds))) }
+            log("agent: key \(keyID.hex.prefix(16)) unlocked for \(seconds) s")
+            return [AgentStatus.ok.rawValue]
+        case .derive:
+            guard body.count == 16 + 32 else { return [AgentStatus.malformed.rawValue] }
+            let keyID = Array(body.prefix(16))
+            guard let entry = lock.withLock({ keys[keyID] }), entry.until > Date() else { return [AgentStatus.locked.rawValue] }
+            let itemKey = SharedKey.itemKey(entry.key, headerHash: Array(body.suffix(32)))
+            return itemKey.withUnsafeBytes { [AgentStatus.ok.rawValue] + Array($0) }
+        case .lock:
+            guard body.isEmpty || body.count == 16 else { return [AgentStatus.malformed.rawValue] }
+            let count = lock.withLock { () -> Int in
+                if body.isEmpty {
+                    defer { keys.removeAll() }
+                    return keys.count
+                }
+                return keys.removeValue(forKey: Array(body)) == nil ? 0 : 1
+            }
+            if count > 0 { log("agent: \(count) key\(count == 1 ? "" : "s") locked on request") }
+            return [AgentStatus.ok.rawValue, UInt8(min(count, 255))]
+        case .status:
+            let now = Date()
+            let entries = lock.withLock { keys.filter { $0.value.until > now }.map { ($0.key, $0.value.until) } }
+            var answer = [AgentStatus.ok.rawValue, UInt8(min(entries.count, 255))]
+            for (keyID, until) in entries.prefix(255) {
+                answer += keyID
+                let seconds = UInt64(until.timeIntervalSince1970)
+                answer += (0..<8).reversed().map { UInt8(truncatingIfNeeded: seconds >> (8 * UInt64($0))) }
+            }
+            return answer
+        }
+    }
+}
+
+/// `struct ucred` (pid, uid, gid), which Glibc's Swift module leaves out: SO_PEERCRED
+/// fills it with the credentials of the process on the other end.
+struct PeerCredentials: Sendable {
+    var pid: Int32 = 0
+    var uid: UInt32 = 0
+    var gid: UInt32 = 0
+}
+
+/// The agent's bounds.
+public enum AgentLimits {
+    /// The longest time a key stays unlocked: 24 hours.
+    public static let maximumSeconds: UInt32 = 24 * 3600
+}
+
+enum AgentRequest: UInt8 {
+    case unlock = 1, derive = 2, lock = 3, status = 4
+}
+
+enum AgentStatus: UInt8 {
+    case ok = 0, locked = 1, malformed = 2
+}
+
+/// The local agent as a client sees it: each request on a connection of its own.
+public struct AgentClient: Sendable {
+    private let path: String
+
+    /// The agent of `home`, if a `vault serve` runs one there and it answers.
+    public static func connect(home: VaultHome) async -> AgentClient? {
+        try? await connect(path: KeyAgent.socketPath(home))
+    }
+
+    static func connect(path: String) async throws -> AgentClient {
+        let client = AgentClient(path: path)
+        _ = try await client.status()
+        return client
+    }
+
+    /// Hands `key` to the agent for `seconds`.
+    public func unlock(keyID: [UInt8], key: SecureBytes, seconds: UInt32) async throws {
+        var request = [AgentRequest.unlock.rawValue] + keyID + (0..<4).reversed().map { UInt8(truncatingIfNeeded: seconds >> (8 * UInt32($0))) }
+        key.withUnsafeBytes { request += $0 }
+        defer { request.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) } }
+        guard try await ask(request).first == AgentStatus.ok.rawValue else { throw NetError.protocolViolation("the agent refused the key") }
+    }
+
+    /// The item key for `headerHash` under `keyID`, or nil when that key is locked.
+    public func itemKey(keyID: [UInt8], headerHash: [UInt8]) async throws -> SecureBytes? {
+        var answer = try await ask([AgentRequest.derive.rawValue] + keyID + headerHash)
+        defer { answer.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) } }
+        switch answer.first {
+        case AgentStatus.ok.rawValue where answer.count == 1 + SharedKey.length: return SecureBytes(copying: answer.dropFirst())
+        case AgentStatus.locked.rawValue: return nil
+        default: throw NetError.protocolViolation("the agent sent a malformed answer")
+        }
+    }
+
+    /// Locks one key, or every key; returns how many were unlocked.
+    public func lock(keyID: [UInt8]?) async throws -> Int {
+        let answer = try await ask([AgentRequest.lock.rawValue] + (keyID ?? []))
+        guard answer.count == 2, answer[0] == AgentStatus.ok.rawValue else { throw NetError.protocolViolation("the agent sent a malformed answer") }
+        return Int(answer[1])
+    }
+
+    /// The unlocked keys and until when.
+    public func status() async throws -> [(keyID: [UInt8], until: Date)] {
+        let answer = try await ask([AgentRequest.status.rawValue])
+        guard answer.count >= 2, answer[0] == AgentStatus.ok.rawValue, answer.count == 2 + Int(answer[1]) * 24 else {
+            throw NetError.protocolViolation("the agent sent a malformed answer")
+        }
+        return (0..<Int(answer[1])).map { i in
+            let entry = answer[(2 + 24 * i)..<(2 + 24 * (i + 1))]
+            let seconds = entry.suffix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            return (Array(entry.prefix(16)), Date(timeIntervalSince1970: TimeInterval(seconds)))
+        }
+    }
+
+    /// One request and its answer, on a new connection (closed by an idle timeout if the
+    /// agent never answers).
+    private func ask(_ request: [UInt8]) async throws -> [UInt8] {
+        let connection = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connectTimeout(.seconds(2))
+            .connect(unixDomainSocketPath: path) { SecureChannel.configure($0) }
+        return try await connection.executeThenClose { inbound, outbound in
+            try await outbound.write(ByteBuffer(bytes: request))
+            var iterator = inbound.makeAsyncIterator()
+            guard let answer = try await iterator.next() else { throw NetError.closed }
+            return Array(answer.readableBytesView)
+        }
+    }
+}
