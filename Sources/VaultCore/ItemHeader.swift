@@ -37,6 +37,8 @@ public struct ItemHeader: Equatable, Sendable {
     public let createdAt: UInt64
     /// The kind of item.
     public let type: ItemType
+    /// Whether a password layer sits inside (public, so a reader knows to ask).
+    public let passwordProtected: Bool
     /// A public title (may be empty).
     public let title: String
     /// A public description (may be empty).
@@ -46,40 +48,45 @@ public struct ItemHeader: Equatable, Sendable {
     static let maximumDescription = 1024
 
     /// A new item under `keyID`, with a fresh random id.
-    public init(keyID: [UInt8], type: ItemType, title: String, description: String,
+    public init(keyID: [UInt8], type: ItemType, passwordProtected: Bool = false, title: String, description: String,
                 random: some RandomSource = SecureRandom()) throws(VaultError) {
         guard title.utf8.count <= Self.maximumTitle else { throw .invalidSecret("the title is longer than \(Self.maximumTitle) bytes") }
         guard description.utf8.count <= Self.maximumDescription else {
             throw .invalidSecret("the description is longer than \(Self.maximumDescription) bytes")
         }
         self.init(itemID: random.bytes(16), keyID: keyID, createdAt: UInt64(Date().timeIntervalSince1970), type: type,
-                  title: title, description: description)
+                  passwordProtected: passwordProtected, title: title, description: description)
     }
 
-    init(itemID: [UInt8], keyID: [UInt8], createdAt: UInt64, type: ItemType, title: String, description: String) {
+    init(itemID: [UInt8], keyID: [UInt8], createdAt: UInt64, type: ItemType, passwordProtected: Bool, title: String,
+         description: String) {
         self.itemID = itemID
         self.keyID = keyID
         self.createdAt = createdAt
         self.type = type
+        self.passwordProtected = passwordProtected
         self.title = title
         self.description = description
     }
 
     /// The same item's metadata under another key, with a new id (`item copy`).
     public func copy(to keyID: [UInt8], random: some RandomSource = SecureRandom()) -> ItemHeader {
-        ItemHeader(itemID: random.bytes(16), keyID: keyID, createdAt: createdAt, type: type, title: title, description: description)
+        ItemHeader(itemID: random.bytes(16), keyID: keyID, createdAt: createdAt, type: type, passwordProtected: passwordProtected,
+                   title: title, description: description)
     }
 
     /// The id as 32 hex digits.
     public var itemIDHex: String { itemID.hex }
 
-    /// item id (16) ‖ key id (16) ‖ created (8) ‖ type (1) ‖ title (2+) ‖ description (2+).
+    /// item id (16) ‖ key id (16) ‖ created (8) ‖ type (1) ‖ password layer (1) ‖ title (2+)
+    /// ‖ description (2+).
     func encoded() -> [UInt8] {
         var w = ByteWriter()
         w.raw(itemID)
         w.raw(keyID)
         w.u64(createdAt)
         w.u8(type.rawValue)
+        w.u8(passwordProtected ? 1 : 0)
         w.string16(title)
         w.string16(description)
         return w.bytes
@@ -94,6 +101,11 @@ public struct ItemHeader: Equatable, Sendable {
             createdAt = try r.u64()
             guard let type = ItemType(rawValue: try r.u8()) else { throw fail("unknown item type") }
             self.type = type
+            switch try r.u8() {
+            case 0: passwordProtected = false
+            case 1: passwordProtected = true
+            default: throw fail("bad password flag")
+            }
             title = try r.string16()
             description = try r.string16()
             guard title.utf8.count <= Self.maximumTitle, description.utf8.count <= Self.maximumDescription else {
@@ -116,7 +128,7 @@ public struct ItemHeader: Equatable, Sendable {
 enum ItemExport {
     static let magic = Array("VLTI".utf8)
     static let version: UInt8 = 1
-    static let maximumHeader = 2 + 16 + 16 + 8 + 1 + 2 + ItemHeader.maximumTitle + 2 + ItemHeader.maximumDescription
+    static let maximumHeader = 16 + 16 + 8 + 1 + 1 + 2 + ItemHeader.maximumTitle + 2 + ItemHeader.maximumDescription
 
     static func prefix(_ header: ItemHeader, streamLength: UInt64) -> [UInt8] {
         let encoded = header.encoded()

@@ -24,27 +24,19 @@ public struct StoredItem: Sendable {
 }
 
 extension Keystore {
-    /// Encrypts `content` (with `metadata`) under `itemKey` and stores the item, streaming
-    /// it in 64 KiB chunks into rows, all in one transaction: nothing of a failed add stays.
-    public func addItem(_ header: ItemHeader, metadata: SecretMetadata, content: inout some ByteSource,
-                        itemKey: SecureBytes) throws -> StoredItem {
+    /// Encrypts `content` (with `metadata`) under `itemKey`, inside a password layer when
+    /// `password` is given (the header must say so), and stores the item, streaming it in
+    /// 64 KiB chunks into rows, all in one transaction: nothing of a failed add stays.
+    public func addItem(_ header: ItemHeader, metadata: SecretMetadata, content: inout some ByteSource, itemKey: SecureBytes,
+                        password: SecureBytes? = nil, scrypt: ScryptParameters = .default,
+                        random: some RandomSource = SecureRandom()) throws -> StoredItem {
+        precondition(header.passwordProtected == (password != nil))
         try metadata.validate()
         return try Self.storage {
             try database.write { db in
                 let rows = try ItemRows(db: db, itemID: header.itemID)
-                let sealer = try StreamSealer(key: itemKey, emit: rows.write)
-                try PayloadHeader.encode(type: header.type.rawValue, metadata: metadata).withUnsafeBytes { try sealer.write($0) }
-                var size: UInt64 = 0
-                var buffer = [UInt8](repeating: 0, count: SecretStream.chunkLength)
-                defer { buffer.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) } }
-                while true {
-                    let count = try buffer.withUnsafeMutableBytes { try content.read(into: $0) }
-                    if count == 0 { break }
-                    size += UInt64(count)
-                    guard size <= Limits.maximumCiphertext / 2 else { throw VaultError.invalidSecret("larger than 512 GiB") }
-                    try buffer.withUnsafeBytes { try sealer.write(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
-                }
-                try sealer.finish()
+                let size = try ItemCrypto.sealStream(header, metadata: metadata, content: &content, itemKey: itemKey, password: password,
+                                                     scrypt: scrypt, random: random, emit: rows.write)
                 try rows.flush()
                 return try insert(header, size: size, streamLength: rows.total, isNew: false, db)
             }
@@ -54,22 +46,21 @@ extension Keystore {
     /// Reads an exported item's header (§13) from `source`, leaving it at the stream, and
     /// checks that the item is not here already.
     public func readItemHeader(_ source: inout some ByteSource) throws -> (header: ItemHeader, streamLength: UInt64) {
-        let (header, streamLength) = try ItemExport.parsePrefix { try source.readFully($0) }
+        let (header, streamLength) = try ItemCrypto.readHeader(&source)
         if try item(id: header.itemID) != nil { throw VaultError.duplicateItem(id: header.itemIDHex) }
         return (header, streamLength)
     }
 
     /// Imports the rest of an exported item, after ``readItemHeader(_:)``: the whole stream
-    /// is decrypted under `key` and checked, and only then is the item stored, marked new.
-    /// Plaintext is counted and dropped, never kept.
+    /// is decrypted under `key` and checked, and only then is the item stored, marked new
+    /// (or not, for an item its user just opened). Plaintext is counted and dropped, never kept.
     public func importItem(_ header: ItemHeader, streamLength: UInt64, from source: inout some ByteSource,
-                           key: SecureBytes) throws -> StoredItem {
+                           key: SecureBytes, markNew: Bool = true) throws -> StoredItem {
         try Self.storage {
             try database.write { db in
                 let rows = try ItemRows(db: db, itemID: header.itemID)
-                var size: UInt64 = 0
-                let parser = PayloadParser(expectedType: header.type.rawValue) { size += UInt64($0.count) }
-                let opener = StreamOpener(key: key, emit: parser.write)
+                let check = ImportCheck(header)
+                let opener = StreamOpener(key: key, emit: check.write)
                 var left = streamLength
                 do {
                     while left > 0 {
@@ -85,12 +76,12 @@ extension Keystore {
                         throw VaultError.malformed(what: "the item", detail: "bytes follow its stream")
                     }
                     try opener.finish()
-                    try parser.finish()
+                    try check.finish()
                 } catch {
                     throw Self.openingFailure(error)
                 }
                 try rows.flush()
-                return try insert(header, size: size, streamLength: streamLength, isNew: true, db)
+                return try insert(header, size: check.size, streamLength: streamLength, isNew: markNew, db)
             }
         }
     }
@@ -98,28 +89,19 @@ extension Keystore {
     /// Decrypts a stored item: `metadataReady` gets its encrypted fields, then `content`
     /// its content, only as authenticated chunks. Marks it opened.
     @discardableResult
-    public func openItem(_ item: StoredItem, itemKey: SecureBytes, metadataReady: @escaping (SecretMetadata) throws -> Void = { _ in },
+    /// `password` is asked only when the item has a password layer.
+    public func openItem(_ item: StoredItem, itemKey: SecureBytes,
+                         password: @escaping () throws -> SecureBytes = { throw VaultError.passwordRequired },
+                         metadataReady: @escaping (SecretMetadata) throws -> Void = { _ in },
                          content: @escaping (UnsafeRawBufferPointer) throws -> Void) throws -> SecretMetadata {
-        let parser = PayloadParser(expectedType: item.header.type.rawValue, metadataReady: metadataReady, content: content)
-        let opener = StreamOpener(key: itemKey, emit: parser.write)
-        try withItemStream(item) { source in
-            do {
-                var buffer = [UInt8](repeating: 0, count: SecretStream.sealedChunkLength)
-                while true {
-                    let count = try buffer.withUnsafeMutableBytes { try source.read(into: $0) }
-                    if count == 0 { break }
-                    try buffer.withUnsafeBytes { try opener.write(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
-                }
-                try opener.finish()
-                try parser.finish()
-            } catch {
-                throw Self.openingFailure(error)
-            }
+        let metadata = try withItemStream(item) { source in
+            try ItemCrypto.openStream(item.header, source: &source, itemKey: itemKey, password: password,
+                                      metadataReady: metadataReady, content: content)
         }
         if item.isNew {
             try write { db in try db.execute(sql: "UPDATE item SET is_new = 0 WHERE id = ?", arguments: [Data(item.header.itemID)]) }
         }
-        return parser.metadata ?? SecretMetadata()
+        return metadata
     }
 
     /// Re-encrypts an item under another key as a new item (`newHeader`), streaming.
@@ -194,18 +176,18 @@ extension Keystore {
 
     /// A stream that fails to authenticate, or a payload that contradicts its header, is
     /// one failure to the user: the item was altered or is under another key.
-    private static func openingFailure(_ error: Error) -> Error {
+    static func openingFailure(_ error: Error) -> Error {
         switch error {
         case is SecretStream.Failure, VaultError.corruptSecret: VaultError.itemDoesNotOpen
         default: error
         }
     }
 
-    private func withItemStream(_ item: StoredItem, _ body: (inout BlobRows) throws -> Void) throws {
+    private func withItemStream<T>(_ item: StoredItem, _ body: (inout BlobRows) throws -> T) throws -> T {
         try Self.storage {
             try database.read { db in
                 var source = try BlobRows(db: db, sql: "SELECT data FROM item_chunk WHERE item_id = ? ORDER BY seq", id: item.header.itemID)
-                try body(&source)
+                return try body(&source)
             }
         }
     }
@@ -216,6 +198,48 @@ extension Keystore {
             arguments: [Data(header.itemID), Data(header.keyID), Data(header.encoded()), Int64(size), Int64(streamLength),
                         isNew ? 1 : 0, Int64(Date().timeIntervalSince1970)])
         return try StoredItem(row: Row.fetchOne(db, sql: "SELECT * FROM item WHERE id = ?", arguments: [Data(header.itemID)])!)
+    }
+}
+
+/// What an import can check of the plaintext without a password: the layer byte agrees
+/// with the header, and without a password layer the payload parses and its type is the
+/// header's. The size is the content's, or with a password layer the payload's (its
+/// encrypted fields included), which is all that can be known.
+private final class ImportCheck {
+    private let header: ItemHeader
+    private var prefix: [UInt8] = []
+    private var parser: PayloadParser?
+    private var innerBytes: UInt64 = 0
+    private(set) var size: UInt64 = 0
+
+    init(_ header: ItemHeader) { self.header = header }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        var offset = 0
+        let needed = header.passwordProtected ? 2 + PasswordLayer.saltLength : 1
+        while prefix.count < needed && offset < bytes.count {
+            prefix.append(bytes[offset])
+            offset += 1
+            guard prefix[0] == (header.passwordProtected ? PasswordLayer.scrypt : PasswordLayer.none) else {
+                throw VaultError.corruptSecret("its password layer contradicts its header")
+            }
+            if prefix.count == needed && !header.passwordProtected {
+                parser = PayloadParser(expectedType: header.type.rawValue) { [unowned self] in size += UInt64($0.count) }
+            }
+        }
+        guard offset < bytes.count else { return }
+        let rest = UnsafeRawBufferPointer(rebasing: bytes[offset...])
+        if let parser { try parser.write(rest) } else { innerBytes += UInt64(rest.count) }
+    }
+
+    func finish() throws {
+        if let parser { return try parser.finish() }
+        guard header.passwordProtected, prefix.count == 2 + PasswordLayer.saltLength,
+              let payload = SecretStream.plaintextLength(sealed: innerBytes) else {
+            throw VaultError.corruptSecret("its password layer is incomplete")
+        }
+        _ = try ScryptParameters(logN: prefix[1])
+        size = payload
     }
 }
 

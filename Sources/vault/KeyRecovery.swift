@@ -42,8 +42,8 @@ struct KeyRecoveryOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Seconds to wait for holders when the key must be recovered.", valueName: "s"))
     var timeout: Int = 10
 
-    @Option(help: ArgumentHelp("Read the key's password layer, if it has one, from the first line of this file.", valueName: "file"))
-    var passwordFile: String?
+    @Option(help: ArgumentHelp("Read the shared key's password layer, if it has one, from the first line of this file.", valueName: "file"))
+    var keyPasswordFile: String?
 }
 
 /// Recovers a shared key from this holder's share and pieces gathered from nearby holders,
@@ -54,7 +54,7 @@ func recoverSharedKey(_ holding: KeyHolding, keystore: Keystore, identity: Ident
     let gathered = try await gatherPieces(secret, keystore: keystore, identity: identity, reach: options.reach, timeout: options.timeout)
     let key = SecureBytes(count: SharedKey.length)
     var length = 0
-    let passwordFile = options.passwordFile
+    let passwordFile = options.keyPasswordFile
     _ = try withExtendedLifetime(gathered) {
         try SecretRecovery.recover(
             secret, keystore: keystore, identity: identity, pieceFiles: gathered.map(\.path),

@@ -108,11 +108,38 @@ import VaultTestSupport
         }
         // An altered public header changes the item key: the stream no longer opens.
         var retitled = export
-        retitled[7 + 16 + 16 + 8 + 1 + 2] = UInt8(ascii: "T")
+        retitled[7 + 16 + 16 + 8 + 1 + 1 + 2] = UInt8(ascii: "T")
         #expect(throws: VaultError.itemDoesNotOpen) { try importing(retitled) }
         #expect(try target.items().isEmpty)
         let imported = try importing(export)
         #expect(imported.isNew && imported.size == 200_000 && imported.header == header)
         #expect(throws: VaultError.duplicateItem(id: header.itemIDHex)) { try importing(export) }
+    }
+
+    @Test func passwordLayerInsideTheKey() throws {
+        let keystore = try Keystore.create(home: VaultHome(directory: directory.file("p")), label: Label("p"), passphrase: nil)
+        let key = SecureBytes(copying: SeededRandom(seed: "item-pw").bytes(32))
+        let header = try ItemHeader(keyID: Array(repeating: 2, count: 16), type: .note, passwordProtected: true, title: "", description: "")
+        var source = BytesSource(Array("behind a password".utf8))
+        let itemKey = SharedKey.itemKey(key, headerHash: header.hash)
+        let item = try keystore.addItem(header, metadata: SecretMetadata(), content: &source, itemKey: itemKey,
+                                        password: SecureBytes(copying: Array("right".utf8)))
+        var opened: [UInt8] = []
+        #expect(throws: VaultError.passwordRequired) { try keystore.openItem(item, itemKey: itemKey) { _ in } }
+        #expect(throws: VaultError.wrongPassword) {
+            try keystore.openItem(item, itemKey: itemKey, password: { SecureBytes(copying: Array("wrong".utf8)) }) { _ in }
+        }
+        try keystore.openItem(item, itemKey: itemKey, password: { SecureBytes(copying: Array("right".utf8)) }) { opened += $0 }
+        #expect(String(decoding: opened, as: UTF8.self) == "behind a password")
+
+        // An import checks the outer layer without the password, and the flag against it.
+        var export: [UInt8] = []
+        try keystore.exportItem(item) { export += $0 }
+        let target = try Keystore.create(home: VaultHome(directory: directory.file("q")), label: Label("q"), passphrase: nil)
+        var input = BytesSource(export)
+        let (parsed, length) = try target.readItemHeader(&input)
+        #expect(parsed.passwordProtected)
+        let imported = try target.importItem(parsed, streamLength: length, from: &input, key: itemKey)
+        #expect(imported.size == 3 + 17)  // the payload: its 3-byte header and the content
     }
 }

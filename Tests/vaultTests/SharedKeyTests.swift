@@ -290,6 +290,20 @@ import VaultTestSupport
         #expect(left.isEmpty)
     }
 
+    @Test func itemsCanCarryAPasswordLayer() throws {
+        let h = try Holders(["alice", "bob"], serving: ["alice", "bob"])
+        defer { h.stopAll() }
+        try h.ok("alice", ["key", "create", "family", "--to", "bob", "-k", "2"])
+        try h.ok("alice", ["unlock", "family"])
+        let right = try h.circle.files.write("right", Data("open sesame\n".utf8))
+        let wrong = try h.circle.files.write("wrong", Data("open barley\n".utf8))
+        let item = Self.id(try h.ok("alice", ["item", "add", "--key", "family", "--password-file", right], stdin: "inner secret\n"))
+        #expect(try h.ok("alice", ["item", "list"]).contains("note (password)"))
+        #expect(try h.fails("alice", ["item", "show", item]).contains("has a password layer and no password was given"))
+        #expect(try h.fails("alice", ["item", "show", item, "--password-file", wrong]).contains("wrong password"))
+        #expect(try h.ok("alice", ["item", "show", item, "--password-file", right]) == "inner secret\n")
+    }
+
     @Test func unlockNeedsServe() throws {
         let alice = try User().initialize("alice")
         let bob = try User().initialize("bob")

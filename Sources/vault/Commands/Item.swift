@@ -42,7 +42,20 @@ struct ItemAdd: AsyncParsableCommand {
     var description: String = ""
 
     @OptionGroup var fields: SecretFieldOptions
+
+    @Flag(help: "Add a password layer inside the key's encryption, asked twice on the terminal.")
+    var password = false
+
+    @Option(help: ArgumentHelp("Add a password layer with the password on the first line of this file.", valueName: "file"))
+    var passwordFile: String?
+
+    @OptionGroup var scrypt: ScryptOption
     @OptionGroup var recovery: KeyRecoveryOptions
+
+    func validate() throws {
+        if password && passwordFile != nil { throw ValidationError("--password and --password-file exclude each other") }
+        if scrypt.n != nil && !password && passwordFile == nil { throw ValidationError("--scrypt-n needs --password or --password-file") }
+    }
 
     func run() async throws {
         let itemType = try resolvedType()
@@ -51,11 +64,20 @@ struct ItemAdd: AsyncParsableCommand {
         // A photo carries the same fields as a file: its name.
         let fieldsType: SecretType = itemType == .photo ? .file : SecretType(rawValue: itemType.rawValue)!
         let metadata = try fields.metadata(for: fieldsType, file: file)
-        let header = try ItemHeader(keyID: holding.keyID, type: itemType, title: title, description: description)
+        let layerPassword: SecureBytes? = if let passwordFile {
+            try PassphraseFile.read(passwordFile)
+        } else if password {
+            try Terminal.passphrase(prompt: "Password for the item: ", confirm: true)
+        } else {
+            nil
+        }
+        let header = try ItemHeader(keyID: holding.keyID, type: itemType, passwordProtected: layerPassword != nil, title: title,
+                                    description: description)
         let access = await KeyAccess.open(keystore)
         let itemKey = try await access.itemKey(for: header, holding: holding, unlock: { try keys.unlock(keystore) }, options: recovery)
         var source = try secretContent(type: fieldsType, file: file)
-        let item = try keystore.addItem(header, metadata: metadata, content: &source, itemKey: itemKey)
+        let item = try keystore.addItem(header, metadata: metadata, content: &source, itemKey: itemKey, password: layerPassword,
+                                        scrypt: try scrypt.parameters())
         print(item.header.itemIDHex)
         Terminal.standardError("added \(itemType) \(item.header.itemIDHex.prefix(16)) under key '\(holding.displayName)' (\(item.size) bytes)")
     }
@@ -89,6 +111,7 @@ struct ItemList: ParsableCommand {
         let size: UInt64
         let created: Date
         let new: Bool
+        let password: Bool
     }
 
     func run() throws {
@@ -99,7 +122,7 @@ struct ItemList: ParsableCommand {
             let h = item.header
             return Entry(id: h.itemIDHex, keyID: h.keyID.hex, key: names[h.keyID], type: h.type.description, title: h.title,
                          description: h.description, size: item.size, created: Date(timeIntervalSince1970: TimeInterval(h.createdAt)),
-                         new: item.isNew)
+                         new: item.isNew, password: h.passwordProtected)
         }
         if json { return try printJSON(entries) }
         guard !entries.isEmpty else { return Terminal.standardError("no items; 'vault item add --key NAME' adds one") }
@@ -107,7 +130,7 @@ struct ItemList: ParsableCommand {
         day.dateFormat = "yyyy-MM-dd"
         for e in entries {
             let text = [e.title.isEmpty ? "-" : e.title, e.description].filter { !$0.isEmpty }.joined(separator: "  ")
-            print("\(e.id.prefix(16))  \(e.type)  \(text)  \(e.size) B  \(day.string(from: e.created))  key \(e.key ?? String(e.keyID.prefix(16)))"
+            print("\(e.id.prefix(16))  \(e.type)\(e.password ? " (password)" : "")  \(text)  \(e.size) B  \(day.string(from: e.created))  key \(e.key ?? String(e.keyID.prefix(16)))"
                 + (e.new ? "  new" : ""))
         }
     }
@@ -130,6 +153,9 @@ struct ItemShow: AsyncParsableCommand {
     @Flag(help: "Replace an existing output file.")
     var force = false
 
+    @Option(help: ArgumentHelp("The item's password layer, if it has one: read from the first line of this file.", valueName: "file"))
+    var passwordFile: String?
+
     @OptionGroup var recovery: KeyRecoveryOptions
 
     func run() async throws {
@@ -147,7 +173,14 @@ struct ItemShow: AsyncParsableCommand {
         let sink: (UnsafeRawBufferPointer) throws -> Void = { bytes in
             if let file { try file.write(bytes) } else { try writeStandardOutput(bytes) }
         }
-        let metadata = try keystore.openItem(item, itemKey: itemKey, metadataReady: { metadata in
+        let passwordFile = self.passwordFile
+        let password: () throws -> SecureBytes = {
+            if let passwordFile { return try PassphraseFile.read(passwordFile) }
+            do { return try Terminal.passphrase(prompt: "Password for the item: ") } catch CLIError.noTerminal {
+                throw VaultError.passwordRequired
+            }
+        }
+        let metadata = try keystore.openItem(item, itemKey: itemKey, password: password, metadataReady: { metadata in
             if type == .contact { try Array(contactText(metadata).utf8).withUnsafeBytes(sink) }
         }, content: sink)
         if type == .password && file == nil { try Array("\n".utf8).withUnsafeBytes(sink) }

@@ -38,6 +38,9 @@ struct Reshare: AsyncParsableCommand {
 
     @OptionGroup var recovery: KeyRecoveryOptions
 
+    @Option(help: ArgumentHelp("The secret's password layer, if it has one: read from the first line of this file.", valueName: "file"))
+    var passwordFile: String?
+
     func run() async throws {
         let keystore = try home.openKeystore()
         let old = try keystore.secret(matching: secret)
@@ -50,7 +53,7 @@ struct Reshare: AsyncParsableCommand {
         let localName = try name.map { try Label($0) }
 
         let gathered = try await gatherPieces(old, keystore: keystore, identity: identity, reach: recovery.reach, timeout: recovery.timeout)
-        let passwordFile = recovery.passwordFile
+        let passwordFile = self.passwordFile ?? recovery.keyPasswordFile
         var password: SecureBytes?
         let askPassword: () throws -> SecureBytes = {
             let value: SecureBytes
