@@ -65,6 +65,15 @@ enum KeystoreSchema {
                 ) WITHOUT ROWID;
                 """)
         }
+        migrator.registerMigration("v4-settings") { db in
+            try db.execute(sql: """
+                CREATE TABLE setting (
+                    name TEXT NOT NULL,
+                    value TEXT NOT NULL,
+                    PRIMARY KEY (name, value)
+                ) WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 

@@ -29,6 +29,13 @@ enum Terminal {
         return answer == "y" || answer == "yes"
     }
 
+    /// Asks for a line of text on the terminal (echoed); nil without a terminal.
+    static func ask(_ prompt: String) -> String? {
+        guard let tty = TTY() else { return nil }
+        tty.write(prompt)
+        return tty.readLine(echo: true)?.trimmingCharacters(in: .whitespaces)
+    }
+
     /// Reads a passphrase on the terminal without echo. With `confirm`, asks twice.
     static func passphrase(prompt: String, confirm: Bool = false) throws -> SecureBytes {
         guard let tty = TTY() else {
