@@ -25,6 +25,9 @@ let package = Package(
             linkerSettings: [.linkedLibrary("png16"), .linkedLibrary("jpeg")]
         ),
 
+        // prctl is variadic, so Swift reaches it through C.
+        .target(name: "CVaultProcess"),
+
         // The dispersal's region multiply-add: SIMD split-nibble tables, chosen at run time.
         .target(name: "CVaultGF", cSettings: [.unsafeFlags(["-O3"])]),
 
@@ -49,7 +52,7 @@ let package = Package(
         .executableTarget(
             name: "vault",
             dependencies: [
-                "VaultCore", "VaultNet",
+                "VaultCore", "VaultNet", "CVaultProcess",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: [.swiftLanguageMode(.v5)]

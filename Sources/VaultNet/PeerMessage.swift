@@ -34,6 +34,23 @@ public enum PeerMessageType: UInt8, Sendable {
 }
 
 /// Why a peer refused; the code travels on the wire, and Docs/PROTOCOL.md lists them.
+extension PeerMessageType {
+    /// The first frame of a message (§2): version ‖ type ‖ body length (8) ‖ the body's start.
+    /// Checks the version, the type, the type's bound on the length, and that the frame does
+    /// not run past the body.
+    static func parseHeader(_ frame: [UInt8]) throws(NetError) -> (type: PeerMessageType, length: UInt64, start: [UInt8]) {
+        guard frame.count >= 10, frame[0] == NetLimits.protocolVersion else {
+            throw NetError.protocolViolation(frame.first.map { "unknown protocol version \($0)" } ?? "empty message")
+        }
+        guard let type = PeerMessageType(rawValue: frame[1]) else { throw NetError.protocolViolation("unknown message type \(frame[1])") }
+        let length = frame[2..<10].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        guard length <= type.maximumBody else { throw NetError.protocolViolation("a \(type) message of \(length) bytes is too large") }
+        let start = Array(frame[10...])
+        guard UInt64(start.count) <= length else { throw NetError.protocolViolation("a message overruns its length") }
+        return (type, length, start)
+    }
+}
+
 public enum RefusalCode: UInt8, Sendable, CustomStringConvertible {
     case untrusted = 1
     case rateLimited = 2

@@ -97,15 +97,8 @@ public final class SecureChannel {
 
     /// Receives a message header; its body must then be read with ``receiveBody(_:into:)``.
     func receiveHeader() async throws -> (type: PeerMessageType, length: UInt64) {
-        let frame = try await receiveFrame()
-        guard frame.count >= 10, frame[0] == NetLimits.protocolVersion else {
-            throw NetError.protocolViolation(frame.first.map { "unknown protocol version \($0)" } ?? "empty message")
-        }
-        guard let type = PeerMessageType(rawValue: frame[1]) else { throw NetError.protocolViolation("unknown message type \(frame[1])") }
-        let length = frame[2..<10].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-        guard length <= type.maximumBody else { throw NetError.protocolViolation("a \(type) message of \(length) bytes is too large") }
-        pending = Array(frame[10...])
-        guard UInt64(pending.count) <= length else { throw NetError.protocolViolation("a message overruns its length") }
+        let (type, length, start) = try PeerMessageType.parseHeader(try await receiveFrame())
+        pending = start
         return (type, length)
     }
 

@@ -3,7 +3,8 @@ import Foundation
 /// A program left running while a test drives others, such as `vault serve`: its stdout and
 /// stderr go to a log file the test can wait on; it is killed if the test forgets it.
 public final class BackgroundProcess: @unchecked Sendable {
-    private let pid: pid_t
+    /// The process id.
+    public let pid: pid_t
     private let logPath: String
     private var status: Int32?
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CVaultProcess
 import Foundation
 import VaultCore
 
@@ -16,9 +17,11 @@ struct Vault: AsyncParsableCommand {
 @main
 enum Entry {
     static func main() async {
-        // Secrets must not land in core files.
+        // Secrets must not land in core files, and other processes of this user must not
+        // read this one's memory (ptrace, /proc/PID/mem): every command may hold key material.
         var noCore = rlimit(rlim_cur: 0, rlim_max: 0)
         setrlimit(Int32(RLIMIT_CORE.rawValue), &noCore)
+        _ = vault_disable_dumping()
         do {
             var command = try Vault.parseAsRoot()
             if var asynchronous = command as? AsyncParsableCommand {

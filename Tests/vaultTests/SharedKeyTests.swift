@@ -27,7 +27,7 @@ import VaultTestSupport
         /// `--peer` for every running server but `label`'s own, for the commands that reach
         /// holders.
         func reach(from label: String, for arguments: [String]) -> [String] {
-            let reaches = ["key", "unlock", "scan", "reshare"].contains(arguments[0])
+            let reaches = ["key", "unlock", "scan", "reshare", "share", "recover"].contains(arguments[0])
                 || (arguments[0] == "item" && ["add", "show", "copy", "import"].contains(arguments[1]))
             guard reaches else { return [] }
             return servers.filter { $0.key != label }.flatMap { ["--peer", "\($0.key)=\($0.value.address)"] }
