@@ -71,3 +71,20 @@ let package = Package(
         .testTarget(name: "vaultTests", dependencies: ["VaultCore", "VaultTestSupport"]),
     ]
 )
+
+// Fuzz targets (libFuzzer), one executable per parser, built only by scripts/fuzz
+// (VAULT_FUZZ=1, its own scratch path, with -sanitize=fuzzer,address).
+if Context.environment["VAULT_FUZZ"] == "1" {
+    let targets: [(String, [Target.Dependency])] = [
+        ("FuzzKeyCard", ["VaultCore"]), ("FuzzQRText", ["VaultCore"]), ("FuzzBundle", ["VaultCore"]),
+        ("FuzzReleasedPiece", ["VaultCore"]), ("FuzzItem", ["VaultCore"]), ("FuzzPasswordLayer", ["VaultCore"]),
+        ("FuzzNoise", ["VaultNet", "VaultCore"]), ("FuzzPeerMessage", ["VaultNet", "VaultCore"]),
+        ("FuzzDNS", ["VaultNet"]), ("FuzzURL", ["VaultCore"]),
+    ]
+    for (name, dependencies) in targets {
+        package.targets.append(.executableTarget(name: name, dependencies: dependencies + ["FuzzSupport"], path: "Fuzz/Targets/\(name)",
+                                                 swiftSettings: [.swiftLanguageMode(.v5)]))
+        package.products.append(.executable(name: name, targets: [name]))
+    }
+    package.targets.append(.target(name: "FuzzSupport", dependencies: ["VaultCore"], path: "Fuzz/Support"))
+}

@@ -218,7 +218,8 @@ private struct DNSReader {
         case 16:
             var strings: [[UInt8]] = []
             while offset < end { strings.append(try raw(Int(try u8()))) }
-            data = .txt(strings)
+            // RFC 6763 §6.1: empty TXT data means one empty string, as it is written back.
+            data = .txt(strings.isEmpty ? [[]] : strings)
         default:
             data = .other(type: type, try raw(length))
         }

@@ -17,6 +17,16 @@ import Testing
         return message
     }
 
+    /// Found by FuzzDNS (Fuzz/Corpus/FuzzDNS/regression-empty-txt.bin): empty TXT data was
+    /// parsed as no strings but written back as one empty string.
+    @Test func emptyTXTDataIsOneEmptyString() throws {
+        let owner: [UInt8] = [3] + Array("bob".utf8) + [5] + Array("local".utf8) + [0]
+        let bytes: [UInt8] = [0, 0, 0x84, 0, 0, 0, 0, 1, 0, 0, 0, 0] + owner + [0, 16, 0x80, 1, 0, 0, 0x11, 0x94, 0, 0]
+        let message = try DNSMessage(parsing: bytes)
+        #expect(message.answers.first?.data == .txt([[]]))
+        #expect(try DNSMessage(parsing: message.encoded()) == message)
+    }
+
     @Test func roundTrips() throws {
         let message = Self.response()
         #expect(try DNSMessage(parsing: message.encoded()) == message)

@@ -1,0 +1,19 @@
+import FuzzSupport
+@testable import VaultCore
+@testable import VaultNet
+
+/// Peer-protocol messages after decryption: the header of a message's first frame, piece
+/// requests, refusals, and pairing cards.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    let bytes = fuzzBytes(data, size)
+    if let (type, length, start) = try? PeerMessageType.parseHeader(bytes) {
+        fuzzCheck(length <= type.maximumBody && UInt64(start.count) <= length, "header bounds")
+    }
+    if let request = PieceRequest(bytes) {
+        fuzzCheck(PieceRequest(request.encoded) == request, "piece request round trip")
+    }
+    _ = RefusalCode.parse(bytes)
+    _ = try? Pairing.parseCard(bytes, remoteKey: Array(repeating: 3, count: 32))
+    return 0
+}
