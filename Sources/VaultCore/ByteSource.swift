@@ -108,13 +108,29 @@ public final class OutputFile {
     /// Creates `path`, refusing an existing file unless `replace`, in which case the new
     /// content goes to a temporary name in the same directory and replaces the old file
     /// only at ``commit()``.
-    public init(path: String, replace: Bool = false, mode: mode_t = 0o600) throws(VaultError) {
+    ///
+    /// With `hiddenUntilCommit` (for plaintext the user asked for), the file has no name at
+    /// all until ``commit()``: it is an O_TMPFILE inode in the target directory, linked in at
+    /// the end. A process killed part way (even by SIGKILL) then leaves nothing behind, not
+    /// even a partial file. Where the file system lacks O_TMPFILE, it falls back to the named
+    /// file, removed on failure.
+    public init(path: String, replace: Bool = false, mode: mode_t = 0o600, hiddenUntilCommit: Bool = false) throws(VaultError) {
         self.path = path
         finalPath = path
         if replace {
             temporaryPath = path + ".vault-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         } else {
             temporaryPath = nil
+        }
+        if hiddenUntilCommit {
+            var info = stat()
+            if !replace && lstat(path, &info) == 0 { throw .fileExists(path: path) }
+            let directory = (path as NSString).deletingLastPathComponent
+            fd = open(directory.isEmpty ? "." : directory, Self.temporaryFileFlag | O_WRONLY | O_CLOEXEC, mode)
+            if fd >= 0 {
+                unnamed = true
+                return
+            }
         }
         fd = open(temporaryPath ?? path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
         guard fd >= 0 else {
@@ -125,10 +141,13 @@ public final class OutputFile {
 
     private let finalPath: String
     private let temporaryPath: String?
+    private var unnamed = false
+    /// Linux's O_TMPFILE (`__O_TMPFILE | O_DIRECTORY`), a macro Swift does not import.
+    private static let temporaryFileFlag: Int32 = 0o20000000 | O_DIRECTORY
 
     deinit {
         if fd >= 0 { close(fd) }
-        if !committed { unlink(temporaryPath ?? finalPath) }
+        if !committed && !unnamed { unlink(temporaryPath ?? finalPath) }
     }
 
     /// Appends bytes.
@@ -151,6 +170,16 @@ public final class OutputFile {
     /// Flushes to disk, closes, and keeps the file.
     public func commit() throws(VaultError) {
         guard fsync(fd) == 0 else { throw .fileSystem(path: path, reason: String(cString: strerror(errno))) }
+        if unnamed {
+            // Give the unnamed inode its name (or the temporary one, renamed over the old
+            // file next). linkat refuses an existing name: O_EXCL's promise, kept to the end.
+            let name = temporaryPath ?? finalPath
+            guard linkat(AT_FDCWD, "/proc/self/fd/\(fd)", AT_FDCWD, name, AT_SYMLINK_FOLLOW) == 0 else {
+                if errno == EEXIST { throw .fileExists(path: path) }
+                throw .fileSystem(path: path, reason: String(cString: strerror(errno)))
+            }
+            unnamed = false
+        }
         close(fd)
         fd = -1
         if let temporaryPath, rename(temporaryPath, finalPath) != 0 {

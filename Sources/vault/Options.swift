@@ -52,6 +52,29 @@ struct ScryptOption: ParsableArguments {
     }
 }
 
+/// `--password`, `--password-file` and `--scrypt-n`: an optional password layer for a new
+/// secret or item.
+struct PasswordLayerOptions: ParsableArguments {
+    @Flag(help: "Add a password layer, asked twice on the terminal.")
+    var password = false
+
+    @Option(help: ArgumentHelp("Add a password layer with the password on the first line of this file.", valueName: "file"))
+    var passwordFile: String?
+
+    @OptionGroup var scrypt: ScryptOption
+
+    func validate() throws {
+        if password && passwordFile != nil { throw ValidationError("--password and --password-file exclude each other") }
+        if scrypt.n != nil && !password && passwordFile == nil { throw ValidationError("--scrypt-n needs --password or --password-file") }
+    }
+
+    /// The password, if a layer was asked for (from the file, else twice on the terminal).
+    func read(prompt: String) throws -> SecureBytes? {
+        if let passwordFile { return try PassphraseFile.read(passwordFile) }
+        return password ? try Terminal.passphrase(prompt: prompt, confirm: true) : nil
+    }
+}
+
 /// JSON on stdout with stable key order.
 func printJSON(_ value: some Encodable) throws {
     let encoder = JSONEncoder()

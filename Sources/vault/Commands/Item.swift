@@ -43,19 +43,8 @@ struct ItemAdd: AsyncParsableCommand {
 
     @OptionGroup var fields: SecretFieldOptions
 
-    @Flag(help: "Add a password layer inside the key's encryption, asked twice on the terminal.")
-    var password = false
-
-    @Option(help: ArgumentHelp("Add a password layer with the password on the first line of this file.", valueName: "file"))
-    var passwordFile: String?
-
-    @OptionGroup var scrypt: ScryptOption
+    @OptionGroup var passwordLayer: PasswordLayerOptions
     @OptionGroup var recovery: KeyRecoveryOptions
-
-    func validate() throws {
-        if password && passwordFile != nil { throw ValidationError("--password and --password-file exclude each other") }
-        if scrypt.n != nil && !password && passwordFile == nil { throw ValidationError("--scrypt-n needs --password or --password-file") }
-    }
 
     func run() async throws {
         let itemType = try resolvedType()
@@ -64,20 +53,14 @@ struct ItemAdd: AsyncParsableCommand {
         // A photo carries the same fields as a file: its name.
         let fieldsType: SecretType = itemType == .photo ? .file : SecretType(rawValue: itemType.rawValue)!
         let metadata = try fields.metadata(for: fieldsType, file: file)
-        let layerPassword: SecureBytes? = if let passwordFile {
-            try PassphraseFile.read(passwordFile)
-        } else if password {
-            try Terminal.passphrase(prompt: "Password for the item: ", confirm: true)
-        } else {
-            nil
-        }
+        let layerPassword = try passwordLayer.read(prompt: "Password for the item: ")
         let header = try ItemHeader(keyID: holding.keyID, type: itemType, passwordProtected: layerPassword != nil, title: title,
                                     description: description)
         let access = await KeyAccess.open(keystore)
         let itemKey = try await access.itemKey(for: header, holding: holding, unlock: { try keys.unlock(keystore) }, options: recovery)
         var source = try secretContent(type: fieldsType, file: file)
         let item = try keystore.addItem(header, metadata: metadata, content: &source, itemKey: itemKey, password: layerPassword,
-                                        scrypt: try scrypt.parameters())
+                                        scrypt: try passwordLayer.scrypt.parameters())
         print(item.header.itemIDHex)
         Terminal.standardError("added \(itemType) \(item.header.itemIDHex.prefix(16)) under key '\(holding.displayName)' (\(item.size) bytes)")
     }
@@ -169,7 +152,7 @@ struct ItemShow: AsyncParsableCommand {
         guard let holding = try keystore.sharedKey(id: item.header.keyID) else { throw VaultError.noShareOfKey(keyID: item.header.keyID.hex) }
         let access = await KeyAccess.open(keystore)
         let itemKey = try await access.itemKey(for: item.header, holding: holding, unlock: { try keys.unlock(keystore) }, options: recovery)
-        let file = try output.flatMap { $0 == "-" ? nil : try OutputFile(path: $0, replace: force) }
+        let file = try output.flatMap { $0 == "-" ? nil : try OutputFile(path: $0, replace: force, hiddenUntilCommit: true) }
         let sink: (UnsafeRawBufferPointer) throws -> Void = { bytes in
             if let file { try file.write(bytes) } else { try writeStandardOutput(bytes) }
         }
@@ -307,7 +290,7 @@ struct ItemExportCommand: ParsableCommand {
             if qr { print(code.terminalText(invert: invert, color: Terminal.stdoutWantsColor), terminator: "") }
             return
         }
-        let file = try output.map { try OutputFile(path: $0, replace: force, mode: 0o644) }
+        let file = try output.map { try OutputFile(path: $0, replace: force, mode: 0o644, hiddenUntilCommit: true) }
         let sink: (UnsafeRawBufferPointer) throws -> Void = { bytes in
             if let file { try file.write(bytes) } else { try writeStandardOutput(bytes) }
         }

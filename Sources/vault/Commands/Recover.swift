@@ -44,7 +44,7 @@ struct Recover: AsyncParsableCommand {
         let identity = try keys.unlock(keystore)
         let gathered = pieces.isEmpty ? try await gatherPieces(secret, keystore: keystore, identity: identity, reach: reach, timeout: timeout) : []
         let pieces = self.pieces + gathered.map(\.path)
-        let file = try output.map { try OutputFile(path: $0, replace: force) }
+        let file = try output.map { try OutputFile(path: $0, replace: force, hiddenUntilCommit: true) }
         let type = secret.header.type
         let password: () throws -> SecureBytes = { [passwordFile] in
             if let passwordFile { return try PassphraseFile.read(passwordFile) }

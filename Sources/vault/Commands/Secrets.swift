@@ -164,7 +164,7 @@ struct SecretsRelease: ParsableCommand {
         let secret = try keystore.secret(matching: self.secret)
         let peer = try keystore.peer(named: recipient)
         let identity = try keys.unlock(keystore)
-        let file = try OutputFile(path: output)
+        let file = try OutputFile(path: output, hiddenUntilCommit: true)
         try ReleasedPiece.release(secret, to: peer, keystore: keystore, identity: identity, output: file)
         try file.commit()
         Terminal.standardError("released piece \(secret.header.holderIndex) of \(secret.header.secretIDHex.prefix(16)) for '\(peer.label)' in \(output)")

@@ -36,13 +36,7 @@ struct Share: AsyncParsableCommand {
     @Flag(help: "Publish every holder's label in each bundle. Anyone who sees a bundle then learns who the other holders are.")
     var labels = false
 
-    @Flag(help: "Add a password layer inside the threshold layer, asked twice on the terminal.")
-    var password = false
-
-    @Option(help: ArgumentHelp("Add a password layer with the password on the first line of this file.", valueName: "file"))
-    var passwordFile: String?
-
-    @OptionGroup var scrypt: ScryptOption
+    @OptionGroup var passwordLayer: PasswordLayerOptions
 
     @Option(help: ArgumentHelp("A local, public name for the secret in your keystore.", valueName: "name"))
     var name: String?
@@ -53,11 +47,6 @@ struct Share: AsyncParsableCommand {
     @OptionGroup var reach: PeerAddressOptions
 
     @OptionGroup var fields: SecretFieldOptions
-
-    func validate() throws {
-        if password && passwordFile != nil { throw ValidationError("--password and --password-file exclude each other") }
-        if scrypt.n != nil && !password && passwordFile == nil { throw ValidationError("--scrypt-n needs --password or --password-file") }
-    }
 
     func run() async throws {
         let secretType = try resolvedType()
@@ -74,16 +63,10 @@ struct Share: AsyncParsableCommand {
         }
         let localName = try name.map { try Label($0) }
         let identity = try keys.unlock(keystore)
-        let layerPassword: SecureBytes? = if let passwordFile {
-            try PassphraseFile.read(passwordFile)
-        } else if password {
-            try Terminal.passphrase(prompt: "Password for the secret: ", confirm: true)
-        } else {
-            nil
-        }
+        let layerPassword = try passwordLayer.read(prompt: "Password for the secret: ")
         let request = ShareRequest(type: secretType, metadata: try fields.metadata(for: secretType, file: file),
                                    description: description, threshold: threshold, holders: holders,
-                                   publishLabels: labels, password: layerPassword, scrypt: try scrypt.parameters())
+                                   publishLabels: labels, password: layerPassword, scrypt: try passwordLayer.scrypt.parameters())
 
         var source = try secretContent(type: secretType, file: file)
         _ = try await distribute(request, content: &source, peers: peers, keystore: keystore, identity: identity, name: localName,
