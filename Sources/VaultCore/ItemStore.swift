@@ -30,9 +30,7 @@ extension Keystore {
     public func addItem(_ header: ItemHeader, metadata: SecretMetadata, content: inout some ByteSource, itemKey: SecureBytes,
                         password: SecureBytes? = nil, scrypt: ScryptParameters = .default,
                         random: some RandomSource = SecureRandom()) throws -> StoredItem {
-        precondition(header.passwordProtected == (password != nil))
-        try metadata.validate()
-        return try Self.storage {
+        try Self.storage {
             try database.write { db in
                 let rows = try ItemRows(db: db, itemID: header.itemID)
                 let size = try ItemCrypto.sealStream(header, metadata: metadata, content: &content, itemKey: itemKey, password: password,

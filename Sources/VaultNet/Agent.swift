@@ -89,10 +89,13 @@ public final class KeyAgent: @unchecked Sendable {
             }
             try await connection.executeThenClose { inbound, outbound in
                 for try await request in inbound {
-                    let answer = handle(Array(request.readableBytesView))
+                    // Requests carry keys (unlock) and answers item keys (derive): both arrays
+                    // are wiped in place once used. (NIO's own buffers are not ours to wipe.)
+                    var bytes = Array(request.readableBytesView)
+                    var answer = handle(bytes)
+                    bytes.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) }
                     try await outbound.write(ByteBuffer(bytes: answer))
-                    var copy = answer
-                    copy.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) }
+                    answer.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) }
                 }
             }
         } catch {

@@ -49,21 +49,22 @@ struct KeyRecoveryOptions: ParsableArguments {
 /// Recovers a shared key from this holder's share and pieces gathered from nearby holders,
 /// into locked memory. The key is whole only in the returned buffer.
 func recoverSharedKey(_ holding: KeyHolding, keystore: Keystore, identity: Identity, options: KeyRecoveryOptions) async throws -> SecureBytes {
-    let secret = holding.secret
     Terminal.standardError("recovering key '\(holding.displayName)' from its holders")
-    let gathered = try await gatherPieces(secret, keystore: keystore, identity: identity, reach: options.reach, timeout: options.timeout)
+    let gathered = try await gatherPieces(holding.secret, keystore: keystore, identity: identity, reach: options.reach,
+                                          timeout: options.timeout)
+    return try recoverKeyValue(holding.secret, keystore: keystore, identity: identity, pieces: gathered,
+                               password: layerPassword(file: options.keyPasswordFile, prompt: "Password for key '\(holding.displayName)': "))
+}
+
+/// Combines a key secret from this holder's share and `pieces` into a 32-byte buffer in
+/// locked memory, reporting pieces set aside.
+func recoverKeyValue(_ secret: StoredSecret, keystore: Keystore, identity: Identity, pieces: [OutputFile],
+                     password: @escaping () throws -> SecureBytes) throws -> SecureBytes {
     let key = SecureBytes(count: SharedKey.length)
     var length = 0
-    let passwordFile = options.keyPasswordFile
-    _ = try withExtendedLifetime(gathered) {
+    _ = try withExtendedLifetime(pieces) {
         try SecretRecovery.recover(
-            secret, keystore: keystore, identity: identity, pieceFiles: gathered.map(\.path),
-            password: {
-                if let passwordFile { return try PassphraseFile.read(passwordFile) }
-                do { return try Terminal.passphrase(prompt: "Password for key '\(holding.displayName)': ") } catch CLIError.noTerminal {
-                    throw VaultError.passwordRequired
-                }
-            },
+            secret, keystore: keystore, identity: identity, pieceFiles: pieces.map(\.path), password: password,
             verified: { piece in
                 if let problem = piece.problem { Terminal.standardError("vault: warning: piece \(piece.index ?? 0) set aside, \(problem)") }
             },
@@ -91,25 +92,14 @@ struct KeyAccess {
     /// The item key for `header`, whose shared key is `holding`.
     func itemKey(for header: ItemHeader, holding: KeyHolding, unlock: () throws -> Identity,
                  options: KeyRecoveryOptions) async throws -> SecureBytes {
-        try await itemKeys(for: [header], holding: holding, unlock: unlock, options: options)[0]
-    }
-
-    /// Item keys for several headers under one shared key, recovering it at most once.
-    func itemKeys(for headers: [ItemHeader], holding: KeyHolding, unlock: () throws -> Identity,
-                  options: KeyRecoveryOptions) async throws -> [SecureBytes] {
         if let agent {
-            var keys: [SecureBytes] = []
-            for header in headers {
-                guard let key = try await agent.itemKey(keyID: holding.keyID, headerHash: SharedKey.headerHash(header)) else {
-                    throw CLIError.unavailable("key '\(holding.displayName)' is locked",
-                                               hint: "unlock it with 'vault unlock \(holding.displayName)'")
-                }
-                keys.append(key)
+            guard let key = try await agent.itemKey(keyID: holding.keyID, headerHash: SharedKey.headerHash(header)) else {
+                throw CLIError.unavailable("key '\(holding.displayName)' is locked",
+                                           hint: "unlock it with 'vault unlock \(holding.displayName)'")
             }
-            return keys
+            return key
         }
-        let identity = try unlock()
-        let key = try await recoverSharedKey(holding, keystore: keystore, identity: identity, options: options)
-        return headers.map { SharedKey.itemKey(key, headerHash: SharedKey.headerHash($0)) }
+        let key = try await recoverSharedKey(holding, keystore: keystore, identity: try unlock(), options: options)
+        return SharedKey.itemKey(key, headerHash: SharedKey.headerHash(header))
     }
 }

@@ -75,6 +75,19 @@ struct PasswordLayerOptions: ParsableArguments {
     }
 }
 
+/// Asks for an existing password layer's password when recovery reaches it: from the
+/// first line of `file`, else on the terminal; without either, `passwordRequired`.
+func layerPassword(file: String?, prompt: String) -> () throws -> SecureBytes {
+    {
+        if let file { return try PassphraseFile.read(file) }
+        do {
+            return try Terminal.passphrase(prompt: prompt)
+        } catch CLIError.noTerminal {
+            throw VaultError.passwordRequired
+        }
+    }
+}
+
 /// JSON on stdout with stable key order.
 func printJSON(_ value: some Encodable) throws {
     let encoder = JSONEncoder()

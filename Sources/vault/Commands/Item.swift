@@ -156,13 +156,7 @@ struct ItemShow: AsyncParsableCommand {
         let sink: (UnsafeRawBufferPointer) throws -> Void = { bytes in
             if let file { try file.write(bytes) } else { try writeStandardOutput(bytes) }
         }
-        let passwordFile = self.passwordFile
-        let password: () throws -> SecureBytes = {
-            if let passwordFile { return try PassphraseFile.read(passwordFile) }
-            do { return try Terminal.passphrase(prompt: "Password for the item: ") } catch CLIError.noTerminal {
-                throw VaultError.passwordRequired
-            }
-        }
+        let password = layerPassword(file: passwordFile, prompt: "Password for the item: ")
         let metadata = try keystore.openItem(item, itemKey: itemKey, password: password, metadataReady: { metadata in
             if type == .contact { try Array(contactText(metadata).utf8).withUnsafeBytes(sink) }
         }, content: sink)

@@ -46,14 +46,7 @@ struct Recover: AsyncParsableCommand {
         let pieces = self.pieces + gathered.map(\.path)
         let file = try output.map { try OutputFile(path: $0, replace: force, hiddenUntilCommit: true) }
         let type = secret.header.type
-        let password: () throws -> SecureBytes = { [passwordFile] in
-            if let passwordFile { return try PassphraseFile.read(passwordFile) }
-            do {
-                return try Terminal.passphrase(prompt: "Password for the secret: ")
-            } catch CLIError.noTerminal {
-                throw VaultError.passwordRequired
-            }
-        }
+        let password = layerPassword(file: passwordFile, prompt: "Password for the secret: ")
         // Plaintext goes straight from vault's buffers to the file descriptor: no copies
         // in Foundation buffers that nobody wipes.
         let sink: (UnsafeRawBufferPointer) throws -> Void = { bytes in

@@ -54,16 +54,11 @@ struct Reshare: AsyncParsableCommand {
 
         let gathered = try await gatherPieces(old, keystore: keystore, identity: identity, reach: recovery.reach, timeout: recovery.timeout)
         let passwordFile = self.passwordFile ?? recovery.keyPasswordFile
+        // The password is asked for once, by recovery, and kept for the new password layer.
         var password: SecureBytes?
+        let ask = layerPassword(file: passwordFile, prompt: "Password for the secret: ")
         let askPassword: () throws -> SecureBytes = {
-            let value: SecureBytes
-            if let passwordFile {
-                value = try PassphraseFile.read(passwordFile)
-            } else {
-                do { value = try Terminal.passphrase(prompt: "Password for the secret: ") } catch CLIError.noTerminal {
-                    throw VaultError.passwordRequired
-                }
-            }
+            let value = try ask()
             password = value
             return value
         }
@@ -72,7 +67,7 @@ struct Reshare: AsyncParsableCommand {
 
         let stored: StoredSecret
         if old.header.type == .key {
-            let key = try withExtendedLifetime(gathered) { try recoverKey(old, keystore: keystore, identity: identity, pieces: gathered, password: askPassword) }
+            let key = try recoverKeyValue(old, keystore: keystore, identity: identity, pieces: gathered, password: askPassword)
             request.password = password
             request.keyID = rotate ? nil : old.header.keyID
             let value: SecureBytes
@@ -127,19 +122,6 @@ struct Reshare: AsyncParsableCommand {
         defer { withExtendedLifetime(gathered) {} }
         return try await distribute(request, content: &source, peers: peers, keystore: keystore, identity: identity, name: name,
                                     outDir: outDir, addresses: addresses) { try state.waitForEnd() }
-    }
-
-    private func recoverKey(_ secret: StoredSecret, keystore: Keystore, identity: Identity, pieces: [OutputFile],
-                            password: @escaping () throws -> SecureBytes) throws -> SecureBytes {
-        let key = SecureBytes(count: SharedKey.length)
-        var length = 0
-        _ = try SecretRecovery.recover(secret, keystore: keystore, identity: identity, pieceFiles: pieces.map(\.path), password: password) { bytes in
-            guard length + bytes.count <= key.count else { throw VaultError.badKey }
-            key.withUnsafeMutableBytes { ($0.baseAddress! + length).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count) }
-            length += bytes.count
-        }
-        guard length == SharedKey.length else { throw VaultError.badKey }
-        return key
     }
 
     /// Every local item under the old key, re-encrypted under the new one (then the old
