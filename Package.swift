@@ -66,9 +66,14 @@ let package = Package(
                 "VaultNet", "VaultCore", "VaultTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
         ),
-        .testTarget(name: "vaultTests", dependencies: ["VaultCore", "VaultTestSupport"]),
+        .testTarget(
+            name: "vaultTests",
+            // GRDB only to run SQLite's integrity check on keystores left by killed processes.
+            dependencies: ["VaultCore", "VaultTestSupport", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
     ]
 )
 

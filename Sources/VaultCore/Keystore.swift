@@ -24,6 +24,7 @@ public final class Keystore: Sendable {
         try FileModes.tighten(home)
         let keystore = try Keystore(home: home, database: connect(home.keystorePath))
         try keystore.migrate()
+        home.sweepTransientFiles()
         return keystore
     }
 

@@ -30,3 +30,30 @@ public struct VaultHome: Sendable, Equatable {
         return VaultHome(directory: user + "/.local/share/vault")
     }
 }
+
+extension VaultHome {
+    /// The name of a file this process writes and removes itself: a bundle being received or
+    /// dealt, a piece being released or gathered. It carries the process id, so that
+    /// ``sweepTransientFiles()`` can tell a file left by a killed process from one in use.
+    public static func transientFileName(_ suffix: String) -> String {
+        ".transient-\(getpid())-\(UUID().uuidString).\(suffix)"
+    }
+
+    /// A path for a transient file in the home directory.
+    public func transientPath(_ suffix: String) -> String { directory + "/" + Self.transientFileName(suffix) }
+
+    /// Removes the transient files, in the home and its outbox, of processes that no longer
+    /// run. A process killed (SIGKILL, power loss) between writing such a file and removing
+    /// it leaves it behind. They hold only sealed bytes, never plaintext, but a half-written
+    /// bundle must not outlive its writer. A file whose process still runs is kept: it is
+    /// in use.
+    public func sweepTransientFiles() {
+        for folder in [directory, directory + "/outbox"] {
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [] {
+                let fields = name.split(separator: "-", maxSplits: 2)
+                guard fields.count == 3, fields[0] == ".transient", let pid = pid_t(fields[1]), pid > 0 else { continue }
+                if kill(pid, 0) == -1 && errno == ESRCH { unlink(folder + "/" + name) }
+            }
+        }
+    }
+}

@@ -21,8 +21,12 @@ public enum NetLimits {
     public static let handshakeSeconds: Int64 = 10
     /// A connection silent this long is closed.
     public static let idleSeconds: Int64 = 30
-    /// Connections `vault serve` handles at once; more are refused.
-    public static let maximumConnections = 64
+    /// Connections `vault serve` holds before their handshake completes; a newcomer past
+    /// this closes the oldest of them (see ConnectionSlots).
+    public static let handshakingConnections = 256
+    /// Connections `vault serve` holds after their handshake; a newcomer past this is refused
+    /// as busy.
+    public static let establishedConnections = 64
     /// The longest pairing window `vault serve --pairing` opens: 5 minutes.
     public static let maximumPairingWindow: Double = 300
     /// Piece requests one peer may make per minute.

@@ -15,8 +15,8 @@ public final class PeerServer: @unchecked Sendable {
     private let limiter = RateLimiter(limit: NetLimits.pieceRequestsPerMinute)
     private let pairingUntil: Date?
     private let pairingConfirm: Pairing.Confirm?
-    private let lock = NSLock()
-    private var active = 0
+    private let slots = ConnectionSlots()
+    private let throttled: LogThrottle
 
     /// A server for `identity`, storing into `keystore`. With `confirm`, each incoming share
     /// is put to it first; it answers no when nobody can be asked.
@@ -28,6 +28,7 @@ public final class PeerServer: @unchecked Sendable {
         self.identity = identity
         self.confirm = confirm
         self.log = log
+        throttled = LogThrottle(log: log)
         pairingUntil = pairing.map { Date().addingTimeInterval(min($0.window, NetLimits.maximumPairingWindow)) }
         pairingConfirm = pairing?.confirm
     }
@@ -43,17 +44,21 @@ public final class PeerServer: @unchecked Sendable {
             try await withThrowingDiscardingTaskGroup { group in
                 try await server.executeThenClose { connections in
                     for try await connection in connections {
-                        guard admit() else {
-                            log("refused a connection: \(NetLimits.maximumConnections) already open")
-                            connection.channel.close(promise: nil)
-                            continue
+                        let (ticket, evicted) = slots.admit(connection.channel)
+                        let from = connection.channel.remoteAddress?.description ?? "?"
+                        if evicted {
+                            throttled.note("evicted", "closed the oldest of \(NetLimits.handshakingConnections) connections still in their handshake, to admit a new one")
                         }
                         group.addTask {
-                            defer { self.release() }
                             do {
-                                try await self.handle(connection)
+                                try await self.handle(connection, ticket: ticket)
+                                self.slots.release(ticket)
                             } catch {
-                                self.log("connection from \(connection.channel.remoteAddress?.description ?? "?") ended: \(error)")
+                                if self.slots.release(ticket) {
+                                    self.log("connection from \(from) ended: \(error)")
+                                } else {
+                                    self.throttled.note("handshake", "connection from \(from) ended before its handshake completed: \(error)")
+                                }
                             }
                         }
                     }
@@ -64,23 +69,17 @@ public final class PeerServer: @unchecked Sendable {
         }
     }
 
-    private func admit() -> Bool {
-        lock.withLock {
-            guard active < NetLimits.maximumConnections else { return false }
-            active += 1
-            return true
-        }
-    }
-
-    private func release() { lock.withLock { active -= 1 } }
-
-    private func handle(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async throws {
+    private func handle(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>, ticket: UInt64) async throws {
         try await SecureChannel.run(connection, initiator: false, identity: identity) { channel in
+            guard slots.establish(ticket) else {
+                throttled.note("busy", "refused a connection: \(NetLimits.establishedConnections) established connections are open")
+                return try await channel.refuse(.busy)
+            }
             guard let peer = try keystore.peers().first(where: { $0.card.agreementKey == channel.remoteKey }) else {
                 if let pairingUntil, let pairingConfirm, Date() < pairingUntil {
                     return try await pair(on: channel, confirm: pairingConfirm)
                 }
-                log("refused an untrusted key from \(connection.channel.remoteAddress?.description ?? "?")")
+                throttled.note("untrusted", "refused an untrusted key from \(connection.channel.remoteAddress?.description ?? "?")")
                 try await channel.refuse(.untrusted)
                 return
             }
@@ -126,7 +125,7 @@ public final class PeerServer: @unchecked Sendable {
 
     private func receiveShare(from peer: Peer, length: UInt64, on channel: SecureChannel) async throws {
         // The bundle is sealed to this identity; it is kept at 0600 and removed afterwards.
-        let incoming = try OutputFile(path: keystore.home.directory + "/.incoming-\(UUID().uuidString).vshare")
+        let incoming = try OutputFile(path: keystore.home.transientPath("vshare"))
         try await channel.receiveBody(length) { try incoming.write($0) }
         func answer(_ code: RefusalCode?, _ text: String) async throws {
             try await channel.send(.deliverResult, [code?.rawValue ?? 0] + Array(text.utf8.prefix(512)))
@@ -135,6 +134,13 @@ public final class PeerServer: @unchecked Sendable {
             let header = try BundleHeader(bundleAt: incoming.path)
             guard header.dealer == peer.card else {
                 return try await answer(.rejectedBundle, "only a bundle's dealer may deliver it")
+            }
+            // Delivery is idempotent. A sender whose acknowledgement was lost (this server
+            // killed after its commit, the connection cut) delivers again; an equal signed
+            // header names the very share already stored, so it is acknowledged, not refused.
+            if try keystore.secrets().contains(where: { $0.header == header }) {
+                log("share \(header.holderIndex) of \(header.secretIDHex.prefix(16)) from '\(peer.label)' is already stored")
+                return try await answer(nil, "stored")
             }
             if let confirm {
                 let question = "Store a share of \(header.type) \(header.secretIDHex.prefix(16)) from '\(peer.label)' (\(header.description))?"
@@ -161,7 +167,7 @@ public final class PeerServer: @unchecked Sendable {
         // a share of that secret, another index, the peer is that holder, and the proof
         // verifies on this very channel.
         guard limiter.allow(peer.card.agreementKey) else {
-            log("rate limited piece requests from '\(peer.label)'")
+            throttled.note("rate", "rate limited piece requests from '\(peer.label)'")
             return try await channel.refuse(.rateLimited)
         }
         guard let secret = try keystore.secrets().first(where: { $0.header.secretID == request.secretID }) else {
@@ -175,7 +181,7 @@ public final class PeerServer: @unchecked Sendable {
             log("refused a piece request from '\(peer.label)': bad proof of possession")
             return try await channel.refuse(.badProof)
         }
-        let released = try OutputFile(path: keystore.home.directory + "/.release-\(UUID().uuidString).vpiece")
+        let released = try OutputFile(path: keystore.home.transientPath("vpiece"))
         try ReleasedPiece.release(secret, to: peer, keystore: keystore, identity: identity, output: released)
         var source = try FileSource(path: released.path)
         try await channel.send(.piece, length: source.size ?? 0, from: &source)

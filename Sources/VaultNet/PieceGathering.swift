@@ -36,7 +36,7 @@ public enum PieceGathering {
             for holder in holders {
                 group.addTask {
                     do {
-                        let file = try OutputFile(path: directory + "/.incoming-\(UUID().uuidString).vpiece")
+                        let file = try OutputFile(path: directory + "/" + VaultHome.transientFileName("vpiece"))
                         try await PeerClient.requestPiece(of: secret, from: holder.peer, holderIndex: holder.index,
                                                           at: holder.address, identity: identity, into: file)
                         return (holder.peer, .success(file))

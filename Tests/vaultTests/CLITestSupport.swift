@@ -15,6 +15,11 @@ final class User {
     /// Runs a command that must succeed and returns its stdout.
     @discardableResult
     func ok(_ arguments: String..., stdin: String = "", sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
+        try ok(arguments, stdin: stdin, sourceLocation: sourceLocation)
+    }
+
+    @discardableResult
+    func ok(_ arguments: [String], stdin: String = "", sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
         let result = try vault.run(arguments, stdin: Array(stdin.utf8))
         #expect(result.status == 0, "vault \(arguments.joined(separator: " ")) failed: \(result.stderr)",
                 sourceLocation: sourceLocation)

@@ -112,10 +112,11 @@ func secretContent(type: SecretType, file: String?) throws -> any ByteSource {
 func distribute(_ request: ShareRequest, content: inout some ByteSource, peers: [Peer], keystore: Keystore, identity: Identity,
                 name: Label?, outDir: String?, addresses: [String: PeerAddress], check: () throws -> Void = {}) async throws -> StoredSecret {
     let holders = request.holders
-    let own = try OutputFile(path: keystore.home.directory + "/.incoming-\(getpid()).vshare")
+    let own = try OutputFile(path: keystore.home.transientPath("vshare"))
     let outbox = try Outbox(home: keystore.home)
     let others = try holders.map { holder in
-        try OutputFile(path: outDir.map { $0 + "/\(holder.label).vshare" } ?? outbox.pendingPath(for: holder.label))
+        try outDir.map { try OutputFile(path: $0 + "/\(holder.label).vshare", hiddenUntilCommit: true) }
+            ?? OutputFile(path: outbox.pendingPath(for: holder.label))
     }
     _ = try SecretDealer.share(request, content: &content, dealer: identity, outputs: [own] + others)
     try check()
@@ -173,7 +174,7 @@ struct Outbox {
         }
     }
 
-    func pendingPath(for label: Label) -> String { directory + "/.pending-\(getpid())-\(label).vshare" }
+    func pendingPath(for label: Label) -> String { directory + "/" + VaultHome.transientFileName("\(label).vshare") }
 
     func path(secret: String, label: Label) -> String { directory + "/\(secret.prefix(32))-\(label).vshare" }
 

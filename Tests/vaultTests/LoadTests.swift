@@ -1,0 +1,65 @@
+import Foundation
+import Testing
+import VaultTestSupport
+
+/// Hostile load on one `vault serve` (scripts/lib/load.py, on loopback only): a legitimate
+/// recovery still succeeds, and the server survives within its bounds and lets every
+/// connection go.
+@Suite struct LoadTests {
+    static let tool = ForeignNoiseTests.root.appendingPathComponent("scripts/lib/load.py").path
+
+    /// The figures the tool printed: its last line, a JSON object.
+    final class Report: @unchecked Sendable {
+        var result: ProcessResult?
+        var json: [String: Any] {
+            let line = result?.stdout.split(separator: "\n").last.map(String.init) ?? ""
+            return (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] ?? [:]
+        }
+        func count(_ key: String) -> Int { (json["counts"] as? [String: Any])?[key] as? Int ?? 0 }
+    }
+
+    @Test func recoveryWorksWhileHostilePeersLoadTheServer() throws {
+        #expect(FileManager.default.fileExists(atPath: ForeignNoiseTests.python), "run scripts/test: it makes .build-venv")
+        let circle = try Circle(["alice", "bob", "carol"])
+        let note = try circle.files.write("note.txt", Array("under load".utf8))
+        let id = try circle.share(from: "alice", [note, "--to", "bob,carol", "-k", "2"])
+        let server = try circle["bob"].vault.background(["serve", "--listen", "127.0.0.1", "--port", "0", "--no-mdns"],
+                                                        log: circle.files.file("serve.log"))
+        let port = try server.waitFor("listening on 127\\.0\\.0\\.1:(\\d+)")
+
+        // Carol, trusted by bob and a holder of the secret, floods him with piece requests
+        // (bad proofs) and oversized headers; the rest comes from nobody he trusts.
+        let report = Report()
+        let done = DispatchSemaphore(value: 0)
+        let arguments = [Self.tool, "--port", port, "--pid", String(server.pid), "--seconds", "20",
+                         "--keystore", circle["carol"].vault.home + "/vault.sqlite", "--secret", id,
+                         "--requester", "3", "--holder", "2"]
+        DispatchQueue.global().async {
+            report.result = try? ProcessRunner.run(ForeignNoiseTests.python, arguments)
+            done.signal()
+        }
+        sleep(6)
+        let recovered = try circle["alice"].vault.run(["recover", id, "--peer", "bob=127.0.0.1:\(port)", "--timeout", "30"])
+        done.wait()
+
+        #expect(recovered.status == 0, "\(recovered.stderr)")
+        #expect(recovered.stdout == "under load")
+        let figures = report.json
+        #expect(report.result?.status == 0, "\(report.result?.stderr ?? "")")
+        print("hostile load: \(report.result?.stdout ?? "")")
+        #expect(figures["alive"] as? Bool == true)
+        #expect((figures["peak_rss_kib"] as? Int ?? .max) < 128 * 1024, "\(figures)")
+        #expect(figures["final_fds"] as? Int == figures["baseline_fds"] as? Int, "a connection was not released: \(figures)")
+        // The load arrived, and the server dealt with each kind as it should.
+        #expect(report.count("idle closed by server") > 0, "\(figures)")
+        #expect(report.count("slow closed by server") > 0, "\(figures)")
+        #expect(report.count("untrusted answered 5/01") > 0, "\(figures)")
+        #expect(report.count("piece requests answered 5/02") > 0, "rate limiting: \(figures)")
+        #expect(report.count("piece requests answered 5/04") > 0, "bad proofs: \(figures)")
+        #expect(report.count("flood not welcomed 5") == 0, "\(figures)")
+        // Still serving, and the flood shows in its log as counts, not as thousands of lines.
+        #expect(server.stop() == 0)
+        #expect(server.log.split(separator: "\n").count < 400, "\(server.log.suffix(2000))")
+        #expect(server.log.contains("more like it before"))
+    }
+}
