@@ -21,4 +21,44 @@ public enum Calibration {
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
         return Double(chunks * SecretStream.chunkLength) / 1e6 / seconds
     }
+
+    /// BLAKE2b, as the piece commitments use it, in MB/s: one core, 64 KiB updates.
+    public static func blake2bMBps(megabytes: Int = 256) -> Double {
+        let hasher = BundleHeader.commitmentHasher()
+        let chunk = [UInt8](repeating: 0x5A, count: SecretStream.chunkLength)
+        let chunks = megabytes * 1_000_000 / chunk.count
+        return rate(bytes: chunks * chunk.count) {
+            chunk.withUnsafeBytes { for _ in 0..<chunks { hasher.update($0) } }
+            _ = hasher.finish()
+        }
+    }
+
+    /// The k-of-n dispersal in MB/s of data in: one core, every segment computed, none kept.
+    public static func dispersalMBps(k: Int, n: Int, megabytes: Int = 256) -> Double {
+        let encoder = Dispersal.Encoder(k: k, n: n) { _ in }
+        let chunk = [UInt8](repeating: 0x5A, count: SecretStream.chunkLength)
+        let chunks = megabytes * 1_000_000 / chunk.count
+        return rate(bytes: chunks * chunk.count) {
+            try? chunk.withUnsafeBytes { for _ in 0..<chunks { try encoder.write($0) } }
+            try? encoder.finish()
+        }
+    }
+
+    /// The fastest `vault share` this design allows on `cores` cores, in MB/s, from the
+    /// one-core rates above. Per payload byte the dealer runs one secretstream pass and the
+    /// dispersal, in order on one thread, and, for n/k bytes of pieces, BLAKE2b (the signed
+    /// commitments) and a second secretstream pass (each piece sealed to its holder), which
+    /// spread over the cores. Writing the pieces out is not counted.
+    public static func shareCeilingMBps(k: Int, n: Int, cores: Int, stream: Double, blake2b: Double, dispersal: Double) -> Double {
+        let serial = 1 / stream + 1 / dispersal
+        let pieces = Double(n) / Double(k) * (1 / blake2b + 1 / stream)
+        return 1 / max(serial, (serial + pieces) / Double(max(cores, 1)))
+    }
+
+    private static func rate(bytes: Int, _ body: () -> Void) -> Double {
+        Sodium.ready
+        let start = DispatchTime.now().uptimeNanoseconds
+        body()
+        return Double(bytes) / 1e6 / (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
+    }
 }
