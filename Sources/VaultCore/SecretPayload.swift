@@ -1,3 +1,5 @@
+import CSodium
+
 /// What kind of secret a bundle holds. The type is public (in the signed header) and
 /// repeated inside the encryption, where it is checked against the header.
 public enum SecretType: UInt8, Sendable, CaseIterable, CustomStringConvertible {
@@ -170,8 +172,15 @@ final class PayloadParser {
                 needed = 3 + Int(header[1]) << 8 + Int(header[2])
             }
             if header.count == needed {
+                // The raw fields (file name, username, contact details) are zeroed once parsed;
+                // what remains is in the metadata the caller asked for.
+                var fields = Array(header[3...])
+                defer {
+                    fields.withUnsafeMutableBytes { sodium_memzero($0.baseAddress, $0.count) }
+                    header.withUnsafeMutableBytes { sodium_memzero($0.baseAddress, $0.count) }
+                }
                 do {
-                    metadata = try SecretMetadata.parse(Array(header[3...]))
+                    metadata = try SecretMetadata.parse(fields)
                 } catch {
                     throw VaultError.corruptSecret("its metadata is malformed")
                 }

@@ -103,6 +103,20 @@ public enum SecretRecovery {
         return RecoveredSecret(type: header.type, metadata: payload.metadata ?? SecretMetadata(), pieces: outcomes)
     }
 
+    /// Checks one released piece as ``recover(_:keystore:identity:pieceFiles:password:metadataReady:verified:output:)``
+    /// will: nil if it matches the dealer's commitment and proof key, else what is wrong
+    /// with it. Throws for a piece of another secret or for another holder.
+    public static func check(piece path: String, of secret: StoredSecret, identity: Identity) throws -> String? {
+        let header = secret.header
+        let opened = try ReleasedPiece.open(path: path, secret: header, identity: identity)
+        let candidate = Candidate(index: opened.header.from, keyShare: opened.keyShare, pieceKey: opened.pieceKey,
+                                  source: path, sender: opened.header.sender, file: (path, opened.bodyOffset))
+        let sealedLength = SecretStream.sealedLength(plaintext: Dispersal.pieceLength(dataLength: header.ciphertextLength,
+                                                                                     k: header.threshold))
+        return try verify(candidate, header: header, sealedLength: sealedLength,
+                          source: FileSource.skipping(opened.bodyOffset, of: path))
+    }
+
     private struct Candidate {
         let index: Int
         let keyShare: SecureBytes

@@ -21,13 +21,17 @@ public enum PieceGathering {
         case received(Peer)
         case failed(Peer, Error)
         case timedOut
+        /// `enough` said yes; `waiting` holders had not answered.
+        case enough(waiting: Int)
     }
 
     /// Asks every holder concurrently; returns the pieces received, as files in `directory`
     /// (sealed to this identity) that are removed when released. Stops when every holder has
-    /// answered or after `timeout` seconds.
+    /// answered, when `enough` says the pieces received suffice (it is asked after each),
+    /// or after `timeout` seconds.
     public static func gather(
         _ secret: StoredSecret, from holders: [Holder], identity: Identity, directory: String, timeout: Int,
+        enough: ([OutputFile]) -> Bool = { _ in false },
         report: @escaping @Sendable (Event) -> Void = { _ in }
     ) async -> [OutputFile] {
         guard !holders.isEmpty else { return [] }
@@ -50,7 +54,7 @@ public enum PieceGathering {
                 return nil
             }
             var waiting = holders.count
-            while waiting > 0, let next = await group.next() {
+            gathering: while waiting > 0, let next = await group.next() {
                 guard let (peer, result) = next else {
                     report(.timedOut)
                     break
@@ -60,6 +64,10 @@ public enum PieceGathering {
                 case .success(let file):
                     report(.received(peer))
                     received.append(file)
+                    if waiting > 0 && enough(received) {
+                        report(.enough(waiting: waiting))
+                        break gathering
+                    }
                 case .failure(let error):
                     report(.failed(peer, error))
                 }

@@ -25,12 +25,23 @@ func gatherPieces(_ secret: StoredSecret, keystore: Keystore, identity: Identity
         Terminal.standardError("  asking \(peer.label) at \(address)")
         reachable.append(PieceGathering.Holder(peer: peer, index: index, address: address))
     }
+    // Enough once k - 1 distinct holders' pieces check out; a stalled holder then costs
+    // nothing, and a lying one only its own piece (recovery reports it).
+    func checksOut(_ piece: OutputFile) -> Bool {
+        do { return try SecretRecovery.check(piece: piece.path, of: secret, identity: identity) == nil } catch { return false }
+    }
+    var good = 0
+    let enough = { (pieces: [OutputFile]) -> Bool in
+        if checksOut(pieces[pieces.count - 1]) { good += 1 }
+        return good >= header.threshold - 1
+    }
     return await PieceGathering.gather(secret, from: reachable, identity: identity, directory: keystore.home.directory,
-                                       timeout: timeout) { event in
+                                       timeout: timeout, enough: enough) { event in
         switch event {
         case .received(let peer): Terminal.standardError("  \(peer.label): piece received")
         case .failed(let peer, let error): Terminal.standardError("  \(peer.label): \(error)")
         case .timedOut: Terminal.standardError("  no more answers within \(timeout) s")
+        case .enough(let waiting): Terminal.standardError("  enough pieces check out; not waiting for \(waiting) more")
         }
     }
 }
