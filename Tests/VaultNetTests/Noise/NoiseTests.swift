@@ -4,7 +4,7 @@ import VaultCore
 @testable import VaultNet
 import VaultTestSupport
 
-/// The cacophony vectors (Tests/VaultNetTests/Vectors, unchanged from ../shared/vectors/noise).
+/// The cacophony vectors (Tests/VaultNetTests/Noise/Vectors, unchanged from ../shared/vectors/noise).
 struct NoiseVector: Decodable, CustomTestStringConvertible {
     let protocol_name: String
     let init_prologue: String

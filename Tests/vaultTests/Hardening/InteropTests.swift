@@ -6,8 +6,7 @@ import VaultTestSupport
 /// secret. Tests/Interop/recombine.py is one, written from the spec with PyNaCl and hashlib
 /// (Debian's python3-nacl, installed by scripts/test).
 @Suite struct InteropTests {
-    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("Interop/recombine.py").path
+    static let script = ForeignNoiseTests.root.appendingPathComponent("Tests/Interop/recombine.py").path
 
     @Test func pythonRecombinesFromTheSpec() throws {
         let circle = try Circle(["alice", "bob", "carol", "dave", "erin"])
@@ -43,8 +42,9 @@ import VaultTestSupport
 /// Tests/Interop/noise_client.py uses the noiseprotocol package from PyPI (in .build-venv,
 /// made by scripts/test).
 @Suite struct ForeignNoiseTests {
+    /// The package root: this file is Tests/vaultTests/Hardening/InteropTests.swift.
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent()
     static let python = root.appendingPathComponent(".build-venv/bin/python").path
     static let client = root.appendingPathComponent("Tests/Interop/noise_client.py").path
 
