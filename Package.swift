@@ -1,6 +1,10 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
+// scripts/test sets VAULT_WARNINGS_AS_ERRORS=1: the project's own Swift targets then fail to
+// build on any warning, while dependencies keep their warnings to themselves.
+let strict: [SwiftSetting] = Context.environment["VAULT_WARNINGS_AS_ERRORS"] == "1" ? [.unsafeFlags(["-warnings-as-errors"])] : []
+
 let package = Package(
     name: "vault",
     products: [
@@ -36,7 +40,8 @@ let package = Package(
             dependencies: [
                 "CSodium", "CQRencode", "CZbar", "CVaultImage", "CVaultGF",
                 .product(name: "GRDB", package: "GRDB.swift"),
-            ]
+            ],
+            swiftSettings: strict
         ),
         .target(
             name: "VaultNet",
@@ -47,7 +52,7 @@ let package = Package(
             ],
             // NIO's async channel APIs and Swift 6's region checks disagree on results that
             // cross executeThenClose; the checks stay on as warnings.
-            swiftSettings: [.swiftLanguageMode(.v5)]
+            swiftSettings: [.swiftLanguageMode(.v5)] + strict
         ),
         .executableTarget(
             name: "vault",
@@ -55,11 +60,13 @@ let package = Package(
                 "VaultCore", "VaultNet", "CVaultProcess",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
-            swiftSettings: [.swiftLanguageMode(.v5)]
+            swiftSettings: [.swiftLanguageMode(.v5)] + strict
         ),
 
-        .target(name: "VaultTestSupport", dependencies: ["VaultCore", "CSodium"]),
-        .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultTestSupport"]),
+        .target(name: "VaultTestSupport", dependencies: ["VaultCore", "CSodium"], swiftSettings: strict),
+        // Vectors are read from the source tree (#filePath), not bundled.
+        .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultTestSupport"], exclude: ["Threshold/Vectors"],
+                    swiftSettings: strict),
         .testTarget(
             name: "VaultNetTests",
             dependencies: [
@@ -67,12 +74,15 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
-            ]
+            ],
+            exclude: ["Noise/Vectors"],
+            swiftSettings: strict
         ),
         .testTarget(
             name: "vaultTests",
             // GRDB only to run SQLite's integrity check on keystores left by killed processes.
-            dependencies: ["VaultCore", "VaultTestSupport", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["VaultCore", "VaultTestSupport", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: strict
         ),
     ]
 )

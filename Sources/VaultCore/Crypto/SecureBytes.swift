@@ -64,3 +64,14 @@ public final class SecureBytes {
         return out
     }
 }
+
+extension Array where Element == UInt8 {
+    /// Overwrites every byte with zero through `sodium_memzero`, which the compiler may not
+    /// elide as a dead store (a plain loop or `initializeMemory` before a release may be).
+    public mutating func wipe() {
+        withUnsafeMutableBytes { bytes in
+            guard let base = bytes.baseAddress else { return }
+            sodium_memzero(base, bytes.count)
+        }
+    }
+}

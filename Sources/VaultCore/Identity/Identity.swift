@@ -4,7 +4,10 @@ import CSodium
 ///
 /// The two key pairs are independent: X25519 for agreement, Ed25519 for signatures.
 /// The stored secret is the X25519 secret key (32) followed by the Ed25519 seed (32).
-public final class Identity {
+///
+/// Sendable: every stored property is a constant set in `init`, and the key buffers are only
+/// read afterwards (libsodium's signing and agreement calls do not write their keys).
+public final class Identity: @unchecked Sendable {
     /// The identity's label.
     public let label: Label
     /// The public half.

@@ -21,7 +21,7 @@ public enum ItemCrypto {
         try PayloadHeader.encode(type: header.type.rawValue, metadata: metadata).withUnsafeBytes { try payload($0) }
         var size: UInt64 = 0
         var buffer = [UInt8](repeating: 0, count: SecretStream.chunkLength)
-        defer { buffer.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) } }
+        defer { buffer.wipe() }
         while true {
             let count = try buffer.withUnsafeMutableBytes { try content.read(into: $0) }
             if count == 0 { break }

@@ -100,7 +100,7 @@ public final class Keystore: Sendable {
             return (try IdentityInfo(row: row), row["secret_format"] as Int, row["secret"] as Data)
         }
         var bytes = [UInt8](stored)
-        defer { _ = bytes.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) } }
+        defer { bytes.wipe() }
         let secret: SecureBytes
         switch KeystoreSchema.SecretFormat(rawValue: format) {
         case .plain:

@@ -102,6 +102,8 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
     case notAKey(String)
     /// The key recovered is not a 32-byte key.
     case badKey
+    /// The shared key with this name is locked in the agent of `vault serve`.
+    case keyLocked(String)
     /// No stored item matches.
     case unknownItem(String)
     /// More than one stored item matches an id prefix.
@@ -161,6 +163,7 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
         case .noShareOfKey(let id): "you hold no share of key \(id.prefix(16)), which encrypts this item"
         case .notAKey(let name): "\(quoted(name)) is a secret, not a shared key"
         case .badKey: "the recovered secret is not a 32-byte key"
+        case .keyLocked(let name): "key \(quoted(name)) is locked"
         case .unknownItem(let name): "no item matches \(quoted(name))"
         case .ambiguousItem(let name): "more than one item matches \(quoted(name))"
         case .duplicateItem(let id): "the keystore already holds item \(id.prefix(16))"

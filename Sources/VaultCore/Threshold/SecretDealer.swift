@@ -107,7 +107,7 @@ public enum SecretDealer {
         let payload: (UnsafeRawBufferPointer) throws -> Void = inner?.write ?? outer.write
         try PayloadHeader.encode(type: request.type.rawValue, metadata: request.metadata).withUnsafeBytes { try payload($0) }
         var buffer = [UInt8](repeating: 0, count: SecretStream.chunkLength)
-        defer { buffer.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) } }
+        defer { buffer.wipe() }
         while true {
             let count = try buffer.withUnsafeMutableBytes { try content.read(into: $0) }
             if count == 0 { break }

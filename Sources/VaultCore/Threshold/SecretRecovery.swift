@@ -88,7 +88,7 @@ public enum SecretRecovery {
             for (segment, data) in stripes {
                 let segments = try readers.map { try $0.read(segment) }
                 try stripe.withUnsafeMutableBytes { target in
-                    try withBuffers(segments) { decoder.decode($0, into: target) }
+                    withBuffers(segments) { decoder.decode($0, into: target) }
                     try outer.write(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(target)[0..<data]))
                 }
             }

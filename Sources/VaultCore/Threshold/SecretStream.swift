@@ -71,7 +71,7 @@ struct ChunkAccumulator {
 
     /// Overwrites the held bytes (plaintext must not linger).
     mutating func wipe() {
-        buffer.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) }
+        buffer.wipe()
     }
 }
 

@@ -93,9 +93,9 @@ public final class KeyAgent: @unchecked Sendable {
                     // are wiped in place once used. (NIO's own buffers are not ours to wipe.)
                     var bytes = Array(request.readableBytesView)
                     var answer = handle(bytes)
-                    bytes.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) }
+                    bytes.wipe()
                     try await outbound.write(ByteBuffer(bytes: answer))
-                    answer.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) }
+                    answer.wipe()
                 }
             }
         } catch {
@@ -189,14 +189,14 @@ public struct AgentClient: Sendable {
     public func unlock(keyID: [UInt8], key: SecureBytes, seconds: UInt32) async throws {
         var request = [AgentRequest.unlock.rawValue] + keyID + (0..<4).reversed().map { UInt8(truncatingIfNeeded: seconds >> (8 * UInt32($0))) }
         key.withUnsafeBytes { request += $0 }
-        defer { request.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) } }
+        defer { request.wipe() }
         guard try await ask(request).first == AgentStatus.ok.rawValue else { throw NetError.protocolViolation("the agent refused the key") }
     }
 
     /// The item key for `headerHash` under `keyID`, or nil when that key is locked.
     public func itemKey(keyID: [UInt8], headerHash: [UInt8]) async throws -> SecureBytes? {
         var answer = try await ask([AgentRequest.derive.rawValue] + keyID + headerHash)
-        defer { answer.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) } }
+        defer { answer.wipe() }
         switch answer.first {
         case AgentStatus.ok.rawValue where answer.count == 1 + SharedKey.length: return SecureBytes(copying: answer.dropFirst())
         case AgentStatus.locked.rawValue: return nil

@@ -36,14 +36,14 @@ public enum PieceGathering {
     ) async -> [OutputFile] {
         guard !holders.isEmpty else { return [] }
         var received: [OutputFile] = []
-        await withTaskGroup(of: (Peer, Result<OutputFile, Error>)?.self) { group in
+        await withTaskGroup(of: (Peer, Result<HandedOver, Error>)?.self) { group in
             for holder in holders {
                 group.addTask {
                     do {
                         let file = try OutputFile(path: directory + "/" + VaultHome.transientFileName("vpiece"))
                         try await PeerClient.requestPiece(of: secret, from: holder.peer, holderIndex: holder.index,
                                                           at: holder.address, identity: identity, into: file)
-                        return (holder.peer, .success(file))
+                        return (holder.peer, .success(HandedOver(file: file)))
                     } catch {
                         return (holder.peer, .failure(error))
                     }
@@ -61,9 +61,9 @@ public enum PieceGathering {
                 }
                 waiting -= 1
                 switch result {
-                case .success(let file):
+                case .success(let handedOver):
                     report(.received(peer))
-                    received.append(file)
+                    received.append(handedOver.file)
                     if waiting > 0 && enough(received) {
                         report(.enough(waiting: waiting))
                         break gathering
@@ -75,5 +75,11 @@ public enum PieceGathering {
             group.cancelAll()
         }
         return received
+    }
+
+    /// A piece file on its way from the child task that wrote it to the gatherer. The child
+    /// returns it and never touches it again, so one task at a time owns the file.
+    private struct HandedOver: @unchecked Sendable {
+        let file: OutputFile
     }
 }

@@ -19,7 +19,7 @@ struct NoiseSymmetricState {
 
     mutating func mixKey(_ input: SecureBytes) {
         let outputs = input.withUnsafeBytes { NoiseCrypto.hkdf(chainingKey: chainingKey, ikm: Array($0), outputs: 2) }
-        wipe(&chainingKey)
+        chainingKey.wipe()
         chainingKey = outputs[0]
         cipher = NoiseCipherState(key: SecureBytes(copying: outputs[1].prefix(NoiseCrypto.keyLength)))
     }
@@ -44,12 +44,8 @@ struct NoiseSymmetricState {
     /// wiped: nothing more is derived from it.
     mutating func split() -> (NoiseCipherState, NoiseCipherState) {
         let outputs = NoiseCrypto.hkdf(chainingKey: chainingKey, ikm: [], outputs: 2)
-        wipe(&chainingKey)
+        chainingKey.wipe()
         return (NoiseCipherState(key: SecureBytes(copying: outputs[0].prefix(NoiseCrypto.keyLength))),
                 NoiseCipherState(key: SecureBytes(copying: outputs[1].prefix(NoiseCrypto.keyLength))))
-    }
-
-    private func wipe(_ bytes: inout [UInt8]) {
-        bytes.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) }
     }
 }

@@ -107,7 +107,7 @@ public final class PeerServer: @unchecked Sendable {
         let (card, label) = try Pairing.parseCard(body, remoteKey: channel.remoteKey)
         do {
             try keystore.checkNewPeer(card, label: label)
-        } catch let error as VaultError {
+        } catch {
             log("refused to pair with '\(label)': \(error)")
             return try await channel.refuse(.pairingDeclined, error.description)
         }

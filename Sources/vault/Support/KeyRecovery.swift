@@ -1,50 +1,6 @@
 import ArgumentParser
-import Foundation
 import VaultCore
 import VaultNet
-
-/// Asks every reachable holder at once for its piece; returns the pieces received, in
-/// files sealed to us that disappear when released.
-func gatherPieces(_ secret: StoredSecret, keystore: Keystore, identity: Identity, reach: PeerAddressOptions,
-                  timeout: Int) async throws -> [OutputFile] {
-    let header = secret.header
-    let peers = try keystore.peers()
-    let holders = peers.compactMap { peer -> (Peer, Int)? in
-        guard let index = header.index(of: peer.card.agreementKey), index != header.holderIndex else { return nil }
-        return (peer, index)
-    }
-    let addresses = try await reach.addresses(for: peers, discovering: holders.map(\.0), timeout: min(2, Double(timeout)))
-    Terminal.standardError("need \(header.threshold - 1) piece\(header.threshold == 2 ? "" : "s") besides yours; "
-        + "holders you trust: \(holders.isEmpty ? "none" : holders.map { "\($0.0.label) (index \($0.1))" }.joined(separator: ", "))")
-    var reachable: [PieceGathering.Holder] = []
-    for (peer, index) in holders {
-        guard let address = addresses[peer.label.value] else {
-            Terminal.standardError("  \(peer.label): not found nearby and no address known (use --peer \(peer.label)=HOST:PORT)")
-            continue
-        }
-        Terminal.standardError("  asking \(peer.label) at \(address)")
-        reachable.append(PieceGathering.Holder(peer: peer, index: index, address: address))
-    }
-    // Enough once k - 1 distinct holders' pieces check out; a stalled holder then costs
-    // nothing, and a lying one only its own piece (recovery reports it).
-    func checksOut(_ piece: OutputFile) -> Bool {
-        do { return try SecretRecovery.check(piece: piece.path, of: secret, identity: identity) == nil } catch { return false }
-    }
-    var good = 0
-    let enough = { (pieces: [OutputFile]) -> Bool in
-        if checksOut(pieces[pieces.count - 1]) { good += 1 }
-        return good >= header.threshold - 1
-    }
-    return await PieceGathering.gather(secret, from: reachable, identity: identity, directory: keystore.home.directory,
-                                       timeout: timeout, enough: enough) { event in
-        switch event {
-        case .received(let peer): Terminal.standardError("  \(peer.label): piece received")
-        case .failed(let peer, let error): Terminal.standardError("  \(peer.label): \(error)")
-        case .timedOut: Terminal.standardError("  no more answers within \(timeout) s")
-        case .enough(let waiting): Terminal.standardError("  enough pieces check out; not waiting for \(waiting) more")
-        }
-    }
-}
 
 /// Where a command that needs a shared key finds holders, when it must recover the key.
 struct KeyRecoveryOptions: ParsableArguments {
@@ -55,62 +11,56 @@ struct KeyRecoveryOptions: ParsableArguments {
 
     @Option(help: ArgumentHelp("Read the shared key's password layer, if it has one, from the first line of this file.", valueName: "file"))
     var keyPasswordFile: String?
-}
 
-/// Recovers a shared key from this holder's share and pieces gathered from nearby holders,
-/// into locked memory. The key is whole only in the returned buffer.
-func recoverSharedKey(_ holding: KeyHolding, keystore: Keystore, identity: Identity, options: KeyRecoveryOptions) async throws -> SecureBytes {
-    Terminal.standardError("recovering key '\(holding.displayName)' from its holders")
-    let gathered = try await gatherPieces(holding.secret, keystore: keystore, identity: identity, reach: options.reach,
-                                          timeout: options.timeout)
-    return try recoverKeyValue(holding.secret, keystore: keystore, identity: identity, pieces: gathered,
-                               password: layerPassword(file: options.keyPasswordFile, prompt: "Password for key '\(holding.displayName)': "))
-}
-
-/// Combines a key secret from this holder's share and `pieces` into a 32-byte buffer in
-/// locked memory, reporting pieces set aside.
-func recoverKeyValue(_ secret: StoredSecret, keystore: Keystore, identity: Identity, pieces: [OutputFile],
-                     password: @escaping () throws -> SecureBytes) throws -> SecureBytes {
-    let key = SecureBytes(count: SharedKey.length)
-    var length = 0
-    _ = try withExtendedLifetime(pieces) {
-        try SecretRecovery.recover(
-            secret, keystore: keystore, identity: identity, pieceFiles: pieces.map(\.path), password: password,
-            verified: { piece in
-                if let problem = piece.problem { Terminal.standardError("vault: warning: piece \(piece.index ?? 0) set aside, \(problem)") }
-            },
-            output: { bytes in
-                guard length + bytes.count <= key.count else { throw VaultError.badKey }
-                key.withUnsafeMutableBytes { ($0.baseAddress! + length).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count) }
-                length += bytes.count
-            })
-    }
-    guard length == SharedKey.length else { throw VaultError.badKey }
-    return key
-}
-
-/// How a command gets an item's key: from the agent when `vault serve` runs (a locked key
-/// is then an error, so `vault lock` means what it says), else by recovering the shared key
-/// for this one command and forgetting it afterwards.
-struct KeyAccess {
-    let keystore: Keystore
-    let agent: AgentClient?
-
-    static func open(_ keystore: Keystore) async -> KeyAccess {
-        KeyAccess(keystore: keystore, agent: await AgentClient.connect(home: keystore.home))
+    /// Recovery as `identity`, reporting on the terminal.
+    func recoverer(_ keystore: Keystore, identity: Identity) -> HolderRecovery {
+        reach.recoverer(keystore, identity: identity, timeout: timeout)
     }
 
-    /// The item key for `header`, whose shared key is `holding`.
-    func itemKey(for header: ItemHeader, holding: KeyHolding, unlock: () throws -> Identity,
-                 options: KeyRecoveryOptions) async throws -> SecureBytes {
-        if let agent {
-            guard let key = try await agent.itemKey(keyID: holding.keyID, headerHash: SharedKey.headerHash(header)) else {
-                throw CLIError.unavailable("key '\(holding.displayName)' is locked",
-                                           hint: "unlock it with 'vault unlock \(holding.displayName)'")
-            }
-            return key
+    /// Asks for `holding`'s password layer when recovery reaches it.
+    func keyPassword(for holding: KeyHolding) -> () throws -> SecureBytes {
+        layerPassword(file: keyPasswordFile, prompt: "Password for key '\(holding.displayName)': ")
+    }
+
+    /// Recovers `holding` as the keystore's identity (unlocked when it is needed).
+    func recoverKey(_ holding: KeyHolding, keystore: Keystore, keys: PassphraseOption) async throws -> SecureBytes {
+        try await recoverer(keystore, identity: try keys.unlock(keystore)).recoverSharedKey(holding, password: keyPassword(for: holding))
+    }
+}
+
+extension PeerAddressOptions {
+    /// Recovery as `identity` from the holders these options reach, reporting on the terminal.
+    func recoverer(_ keystore: Keystore, identity: Identity, timeout: Int) -> HolderRecovery {
+        let reach = self
+        return HolderRecovery(keystore: keystore, identity: identity, timeout: timeout,
+                              resolve: { peers, discovering, wait in try await reach.addresses(for: peers, discovering: discovering, timeout: wait) },
+                              report: { RecoveryReport.show($0, timeout: timeout) })
+    }
+}
+
+/// Recovery's progress on standard error.
+enum RecoveryReport {
+    static func show(_ event: HolderRecovery.Event, timeout: Int) {
+        switch event {
+        case .recoveringKey(let name):
+            Terminal.standardError("recovering key '\(name)' from its holders")
+        case .needed(let count, let holders):
+            Terminal.standardError("need \(count) piece\(count == 1 ? "" : "s") besides yours; holders you trust: "
+                + (holders.isEmpty ? "none" : holders.map { "\($0.label) (index \($0.index))" }.joined(separator: ", ")))
+        case .unreachable(let label):
+            Terminal.standardError("  \(label): not found nearby and no address known (use --peer \(label)=HOST:PORT)")
+        case .asking(let label, let address):
+            Terminal.standardError("  asking \(label) at \(address)")
+        case .gathering(.received(let peer)):
+            Terminal.standardError("  \(peer.label): piece received")
+        case .gathering(.failed(let peer, let error)):
+            Terminal.standardError("  \(peer.label): \(error)")
+        case .gathering(.timedOut):
+            Terminal.standardError("  no more answers within \(timeout) s")
+        case .gathering(.enough(let waiting)):
+            Terminal.standardError("  enough pieces check out; not waiting for \(waiting) more")
+        case .setAside(let index, let problem):
+            Terminal.standardError("vault: warning: piece \(index) set aside, \(problem)")
         }
-        let key = try await recoverSharedKey(holding, keystore: keystore, identity: try unlock(), options: options)
-        return SharedKey.itemKey(key, headerHash: SharedKey.headerHash(header))
     }
 }

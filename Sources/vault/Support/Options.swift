@@ -121,3 +121,36 @@ func writeNewFile(_ path: String, _ bytes: [UInt8]) throws {
         throw VaultError.fileSystem(path: path, reason: String(cString: strerror(errno)))
     }
 }
+
+/// The encrypted fields of passwords and contacts.
+struct SecretFieldOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("A password's username.", valueName: "name"))
+    var username: String?
+
+    @Option(help: ArgumentHelp("A password's URL.", valueName: "url"))
+    var url: String?
+
+    @Option(help: ArgumentHelp("A contact's name.", valueName: "name"))
+    var contactName: String?
+
+    @Option(help: ArgumentHelp("A contact's phone number (repeatable).", valueName: "number"))
+    var phone: [String] = []
+
+    @Option(help: ArgumentHelp("A contact's email address (repeatable).", valueName: "address"))
+    var email: [String] = []
+
+    @Option(help: ArgumentHelp("A contact's postal address.", valueName: "text"))
+    var address: String?
+
+    func metadata(for type: SecretType, file: String?) throws -> SecretMetadata {
+        let passwordFields = username != nil || url != nil
+        let contactFields = contactName != nil || !phone.isEmpty || !email.isEmpty || address != nil
+        if passwordFields && type != .password { throw ValidationError("--username and --url go with --type password") }
+        if contactFields && type != .contact { throw ValidationError("contact fields go with --type contact") }
+        if type == .contact && contactName == nil { throw ValidationError("--type contact needs --contact-name") }
+        var metadata = SecretMetadata(username: username, url: url, contactName: contactName, phones: phone,
+                                      emails: email, address: address)
+        if type == .file, let file { metadata.fileName = (file as NSString).lastPathComponent }
+        return metadata
+    }
+}

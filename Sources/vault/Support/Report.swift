@@ -122,6 +122,8 @@ enum Report {
             "the password layer was set by the dealer; --password-file FILE reads it from a file"
         case .fileExists:
             "remove it, choose another name, or pass --force where the command offers it"
+        case .keyLocked(let name):
+            "unlock it with 'vault unlock \(name)'"
         case .storage(let message) where message.contains("disk is full"):
             "free some disk space; nothing was changed"
         default:

@@ -40,7 +40,7 @@ import VaultTestSupport
 
     @Test func armorIsStrict() throws {
         let text = try armor(SeededRandom(seed: "item-9").bytes(100))  // lines of 64, 64, 12 characters
-        var lines = text.split(separator: "\n").map(String.init)
+        let lines = text.split(separator: "\n").map(String.init)
         func refused(_ lines: [String], _ expected: String, sourceLocation: SourceLocation = #_sourceLocation) {
             #expect(throws: VaultError.self, sourceLocation: sourceLocation) { try dearmor(lines.joined(separator: "\n") + "\n") }
             do { _ = try dearmor(lines.joined(separator: "\n") + "\n") } catch {

@@ -36,6 +36,7 @@ final class Holders: @unchecked Sendable {
 }
 
 /// Runs `PeerServer` for holder `index` on a free loopback port for the test's duration.
+@discardableResult
 func withServer<T>(_ holders: Holders, _ index: Int, _ body: (PeerAddress) async throws -> T) async throws -> T {
     let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
     let server = PeerServer(keystore: holders.keystores[index], identity: holders.identities[index], confirm: nil) { _ in }
@@ -161,7 +162,7 @@ func ask(_ channel: SecureChannel, _ request: PieceRequest) async throws -> (Pee
                         try await channel.send(.welcome, [])
                         let (_, length) = try await channel.receiveHeader()
                         try await channel.receiveBody(length) { _ in }
-                        let index = try holders.identities.firstIndex { $0.card.agreementKey == channel.remoteKey }!
+                        let index = holders.identities.firstIndex { $0.card.agreementKey == channel.remoteKey }!
                         let honest = try OutputFile(path: holders.temporary.file("honest-\(UUID().uuidString)"))
                         try ReleasedPiece.release(holders.secret(of: liar), to: holders.peer(holders.identities[index].label.value, at: liar),
                                                   keystore: holders.keystores[liar], identity: holders.identities[liar], output: honest)

@@ -64,7 +64,7 @@ struct Scan: AsyncParsableCommand {
         if let home = home.home { arguments += ["--home", home] }
         if let label { arguments += ["--label", label] }
         if yes { arguments.append("--yes") }
-        var add = try PeerAdd.parse(arguments)
+        let add = try PeerAdd.parse(arguments)
         try add.run()
     }
 }

@@ -46,7 +46,7 @@ struct KeyCreate: AsyncParsableCommand {
         if let file = keys.passphraseFile { arguments += ["--passphrase-file", file] }
         if let outDir { arguments += ["--out-dir", outDir] }
         arguments += reach.peers.flatMap { ["--peer", $0] }
-        var share = try Share.parse(arguments)
+        let share = try Share.parse(arguments)
         try await share.run()
     }
 }
@@ -130,8 +130,7 @@ struct Unlock: AsyncParsableCommand {
         let keystore = try home.openKeystore()
         let holding = try keystore.sharedKey(matching: key)
         guard let agent = await AgentClient.connect(home: keystore.home) else { throw CLIError.noAgent }
-        let identity = try keys.unlock(keystore)
-        let value = try await recoverSharedKey(holding, keystore: keystore, identity: identity, options: recovery)
+        let value = try await recovery.recoverKey(holding, keystore: keystore, keys: keys)
         try await agent.unlock(keyID: holding.keyID, key: value, seconds: seconds)
         let until = Date().addingTimeInterval(TimeInterval(seconds))
         Terminal.standardError("unlocked key '\(holding.displayName)' until \(ISO8601DateFormatter().string(from: until))")

@@ -42,7 +42,7 @@ struct Recover: AsyncParsableCommand {
         let keystore = try home.openKeystore()
         let secret = try keystore.secret(matching: self.secret)
         let identity = try keys.unlock(keystore)
-        let gathered = pieces.isEmpty ? try await gatherPieces(secret, keystore: keystore, identity: identity, reach: reach, timeout: timeout) : []
+        let gathered = pieces.isEmpty ? try await reach.recoverer(keystore, identity: identity, timeout: timeout).gatherPieces(of: secret) : []
         let pieces = self.pieces + gathered.map(\.path)
         let file = try output.map { try OutputFile(path: $0, replace: force, hiddenUntilCommit: true) }
         let type = secret.header.type

@@ -52,7 +52,8 @@ struct Reshare: AsyncParsableCommand {
         let identity = try keys.unlock(keystore)
         let localName = try name.map { try Label($0) }
 
-        let gathered = try await gatherPieces(old, keystore: keystore, identity: identity, reach: recovery.reach, timeout: recovery.timeout)
+        let recoverer = recovery.recoverer(keystore, identity: identity)
+        let gathered = try await recoverer.gatherPieces(of: old)
         let passwordFile = self.passwordFile ?? recovery.keyPasswordFile
         // The password is asked for once, by recovery, and kept for the new password layer.
         var password: SecureBytes?
@@ -67,7 +68,7 @@ struct Reshare: AsyncParsableCommand {
 
         let stored: StoredSecret
         if old.header.type == .key {
-            let key = try recoverKeyValue(old, keystore: keystore, identity: identity, pieces: gathered, password: askPassword)
+            let key = try recoverer.combineKey(old, pieces: gathered, password: askPassword)
             request.password = password
             request.keyID = rotate ? nil : old.header.keyID
             let value: SecureBytes

@@ -4,6 +4,8 @@ import VaultCore
 import VaultNet
 
 /// `vault bench`: the figures issue 3 asks for, printed one line per case. Hidden from help.
+/// Longer than a command file should be: it is a measuring harness whose length is the cases
+/// it times (dealing, recovery, LAN delivery), not request handling that a library should own.
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Measure share and recover throughput, piece overhead and peak memory.",

@@ -1,0 +1,116 @@
+import ArgumentParser
+import Foundation
+import VaultCore
+import VaultNet
+
+struct ItemShow: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "show",
+        abstract: "Decrypt an item: text to standard output, anything else to -o FILE (or -o - to force standard output).")
+
+    @OptionGroup var home: HomeOption
+    @OptionGroup var keys: PassphraseOption
+
+    @Argument(help: ArgumentHelp("The item's id (at least 4 hex digits).", valueName: "id"))
+    var item: String
+
+    @Option(name: [.short, .customLong("output")], help: ArgumentHelp("Write the content to this file; - for standard output.", valueName: "file"))
+    var output: String?
+
+    @Flag(help: "Replace an existing output file.")
+    var force = false
+
+    @Option(help: ArgumentHelp("The item's password layer, if it has one: read from the first line of this file.", valueName: "file"))
+    var passwordFile: String?
+
+    @OptionGroup var recovery: KeyRecoveryOptions
+
+    func run() async throws {
+        let keystore = try home.openKeystore()
+        let item = try keystore.item(matching: self.item)
+        let type = item.header.type
+        if !type.isText && output == nil {
+            throw CLIError.unavailable("item \(item.header.itemIDHex.prefix(16)) is a \(type), not text",
+                                       hint: "write it to a file with -o FILE, or to standard output with -o -")
+        }
+        guard let holding = try keystore.sharedKey(id: item.header.keyID) else { throw VaultError.noShareOfKey(keyID: item.header.keyID.hex) }
+        let access = await KeyAccess.open(keystore)
+        let itemKey = try await access.itemKey(for: item.header, holding: holding) {
+            try await recovery.recoverKey(holding, keystore: keystore, keys: keys)
+        }
+        let file = try output.flatMap { $0 == "-" ? nil : try OutputFile(path: $0, replace: force, hiddenUntilCommit: true) }
+        let sink: (UnsafeRawBufferPointer) throws -> Void = { bytes in
+            if let file { try file.write(bytes) } else { try writeStandardOutput(bytes) }
+        }
+        let password = layerPassword(file: passwordFile, prompt: "Password for the item: ")
+        let metadata = try keystore.openItem(item, itemKey: itemKey, password: password, metadataReady: { metadata in
+            if type == .contact { try Array(contactText(metadata).utf8).withUnsafeBytes(sink) }
+        }, content: sink)
+        if type == .password && file == nil { try Array("\n".utf8).withUnsafeBytes(sink) }
+        try file?.commit()
+        if let name = metadata.fileName { Terminal.standardError("file name: \(name)") }
+        if let username = metadata.username { Terminal.standardError("username: \(username)") }
+        if let url = metadata.url { Terminal.standardError("url: \(url)") }
+    }
+}
+
+struct ItemRemove: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "rm", abstract: "Delete an item from this machine.")
+
+    @OptionGroup var home: HomeOption
+
+    @Argument(help: ArgumentHelp("The item's id.", valueName: "id"))
+    var item: String
+
+    @Flag(help: "Delete without asking (for scripts).")
+    var yes = false
+
+    func run() throws {
+        let keystore = try home.openKeystore()
+        let item = try keystore.item(matching: self.item)
+        let id = String(item.header.itemIDHex.prefix(16))
+        if !yes {
+            guard try Terminal.confirm("Delete item \(id) (\(item.header.type), \(item.size) bytes)?", what: "deleting an item") else {
+                throw CLIError.cancelled
+            }
+        }
+        try keystore.removeItem(item)
+        Terminal.standardError("deleted item \(id)")
+    }
+}
+
+struct ItemCopy: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "copy",
+        abstract: "Re-encrypt an item under another shared key, as a new item for that key's holders.")
+
+    @OptionGroup var home: HomeOption
+    @OptionGroup var keys: PassphraseOption
+
+    @Argument(help: ArgumentHelp("The item's id.", valueName: "id"))
+    var item: String
+
+    @Option(help: ArgumentHelp("The other shared key's name or id.", valueName: "name"))
+    var toKey: String
+
+    @OptionGroup var recovery: KeyRecoveryOptions
+
+    func run() async throws {
+        let keystore = try home.openKeystore()
+        let item = try keystore.item(matching: self.item)
+        guard let from = try keystore.sharedKey(id: item.header.keyID) else { throw VaultError.noShareOfKey(keyID: item.header.keyID.hex) }
+        let to = try keystore.sharedKey(matching: toKey)
+        guard to.keyID != from.keyID else { throw CLIError.invalidInput("the item is already under key '\(to.displayName)'") }
+        let header = item.header.copy(to: to.keyID)
+        let access = await KeyAccess.open(keystore)
+        let oldKey = try await access.itemKey(for: item.header, holding: from) {
+            try await recovery.recoverKey(from, keystore: keystore, keys: keys)
+        }
+        let newKey = try await access.itemKey(for: header, holding: to) {
+            try await recovery.recoverKey(to, keystore: keystore, keys: keys)
+        }
+        let copy = try keystore.copyItem(item, itemKey: oldKey, to: header, newItemKey: newKey)
+        print(copy.header.itemIDHex)
+        Terminal.standardError("copied item \(item.header.itemIDHex.prefix(16)) to key '\(to.displayName)' as \(copy.header.itemIDHex.prefix(16))")
+    }
+}

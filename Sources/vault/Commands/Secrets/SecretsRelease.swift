@@ -1,0 +1,74 @@
+import ArgumentParser
+import Foundation
+import VaultCore
+import VaultNet
+
+struct SecretsRelease: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "release",
+        abstract: "Re-seal your piece of a secret for another of its holders (offline recovery).")
+
+    @OptionGroup var home: HomeOption
+    @OptionGroup var keys: PassphraseOption
+
+    @Argument(help: ArgumentHelp("The secret's name or id.", valueName: "id"))
+    var secret: String
+
+    @Option(name: .customLong("for"), help: ArgumentHelp("The trusted peer, a holder of the same secret, who will recover it.", valueName: "label"))
+    var recipient: String
+
+    @Option(name: [.short, .customLong("output")], help: ArgumentHelp("The file to write.", valueName: "file"))
+    var output: String
+
+    func run() throws {
+        let keystore = try home.openKeystore()
+        let secret = try keystore.secret(matching: self.secret)
+        let peer = try keystore.peer(named: recipient)
+        let identity = try keys.unlock(keystore)
+        let file = try OutputFile(path: output, hiddenUntilCommit: true)
+        try ReleasedPiece.release(secret, to: peer, keystore: keystore, identity: identity, output: file)
+        try file.commit()
+        Terminal.standardError("released piece \(secret.header.holderIndex) of \(secret.header.secretIDHex.prefix(16)) for '\(peer.label)' in \(output)")
+    }
+}
+
+struct SecretsPush: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "push",
+        abstract: "Deliver again the bundles of a secret you shared that did not reach their holders.")
+
+    @OptionGroup var home: HomeOption
+    @OptionGroup var keys: PassphraseOption
+
+    @Argument(help: ArgumentHelp("The secret's name or id.", valueName: "id"))
+    var secret: String
+
+    @Option(help: ArgumentHelp("The holders to send to, comma-separated.", valueName: "labels"))
+    var to: String
+
+    @OptionGroup var reach: PeerAddressOptions
+
+    func run() async throws {
+        let keystore = try home.openKeystore()
+        let secret = try keystore.secret(matching: self.secret)
+        let outbox = try Outbox(home: keystore.home)
+        let peers = try to.split(separator: ",").map { try keystore.peer(named: $0.trimmingCharacters(in: .whitespaces)) }
+        let addresses = try await reach.addresses(for: try keystore.peers(), discovering: peers)
+        let identity = try keys.unlock(keystore)
+        var missed: [String] = []
+        for peer in peers {
+            let path = outbox.path(secret: secret.header.secretIDHex, label: peer.label)
+            guard FileManager.default.fileExists(atPath: path) else {
+                Terminal.standardError("  \(peer.label): no undelivered bundle of this secret")
+                missed.append(peer.label.value)
+                continue
+            }
+            if try await deliver(path, to: peer, address: addresses[peer.label.value], identity: identity) {
+                try? FileManager.default.removeItem(atPath: path)
+            } else {
+                missed.append(peer.label.value)
+            }
+        }
+        guard missed.isEmpty else { throw CLIError.undelivered(secret: String(secret.header.secretIDHex.prefix(16)), labels: missed) }
+    }
+}
