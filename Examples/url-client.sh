@@ -5,7 +5,8 @@
 #   Examples/url-client.sh KEY [TEXT]
 #
 # The key must be unlocked in a running `vault serve` ('vault unlock KEY'), and without a
-# terminal the source 'url-client' must be allowed ('vault settings url-allow url-client').
+# terminal the results' destination must be allowed: this client's own scheme
+# ('vault settings url-allow url-client:'). x-source is only shown, never trusted.
 # Requests go to `vault url -` on standard input, so the text never shows in the process
 # list. Needs python3 for the percent-encoding.
 set -euo pipefail

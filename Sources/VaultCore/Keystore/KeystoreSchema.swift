@@ -74,6 +74,12 @@ enum KeystoreSchema {
                 ) WITHOUT ROWID;
                 """)
         }
+        // The URL allowlist once held x-source names, which any caller can claim; it now holds
+        // callback destinations. A name was never a destination, so it goes: no old entry
+        // lets a request through under the new meaning.
+        migrator.registerMigration("v5-url-allow-by-destination") { db in
+            try db.execute(sql: "DELETE FROM setting WHERE name = 'url-allow' AND value <> '-' AND instr(value, ':') = 0")
+        }
         return migrator
     }
 

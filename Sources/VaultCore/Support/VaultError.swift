@@ -102,6 +102,8 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
     case notAKey(String)
     /// The key recovered is not a 32-byte key.
     case badKey
+    /// Not a `vault://` result destination (`-`, `scheme:` or `https://host[:port]`).
+    case invalidDestination(String)
     /// The shared key with this name is locked in the agent of `vault serve`.
     case keyLocked(String)
     /// No stored item matches.
@@ -163,6 +165,8 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
         case .noShareOfKey(let id): "you hold no share of key \(id.prefix(16)), which encrypts this item"
         case .notAKey(let name): "\(quoted(name)) is a secret, not a shared key"
         case .badKey: "the recovered secret is not a 32-byte key"
+        case .invalidDestination(let text):
+            "invalid destination \(quoted(text)): give '-', an application's scheme such as 'myapp:', or an origin such as 'https://example.com'"
         case .keyLocked(let name): "key \(quoted(name)) is locked"
         case .unknownItem(let name): "no item matches \(quoted(name))"
         case .ambiguousItem(let name): "more than one item matches \(quoted(name))"
@@ -230,7 +234,7 @@ public enum CardDefect: Equatable, Sendable, CustomStringConvertible {
 func quoted(_ text: String) -> String {
     var out = "'"
     for scalar in text.unicodeScalars.prefix(80) {
-        if scalar.properties.generalCategory == .control || scalar == "'" || scalar == "\\" {
+        if TerminalText.needsEscape(scalar) || scalar == "'" || scalar == "\\" {
             out += scalar.escaped(asASCII: true)
         } else {
             out.unicodeScalars.append(scalar)

@@ -109,11 +109,11 @@ public struct URLRequestHandler {
         let description = request["description"] ?? ""
         let holding = try await chooseKey()
         try confirm([
-            "request      encrypt \(filename.map { "the file '\($0)'" } ?? "a note") of \(content.count) bytes",
-            "key          \(holding.displayName)",
-            "description  \(description.isEmpty ? "-" : description) (public)",
+            "request      encrypt \(filename.map { "the file '\(TerminalText.escaped($0))'" } ?? "a note") of \(content.count) bytes",
+            "key          \(TerminalText.escaped(holding.displayName))",
+            "description  \(description.isEmpty ? "-" : TerminalText.escaped(description)) (public)",
             "store        \(store ? "yes, also in this keystore" : "no")",
-        ] + (addPassword ? ["password     a password layer, asked next"] : []))
+        ] + (addPassword ? ["password     a password layer, asked next"] : []), plaintext: false)
         var password: SecureBytes?
         if addPassword {
             guard host.canAsk else { throw URLFailure(.passwordRequired) }
@@ -146,12 +146,14 @@ public struct URLRequestHandler {
         guard let holding = try keystore.sharedKey(id: header.keyID) else {
             throw URLFailure(.unknownKey, "you hold no share of key \(header.keyID.hex.prefix(16))")
         }
+        let title = header.title.isEmpty ? "" : " '\(TerminalText.escaped(header.title))'"
+        let about = header.description.isEmpty ? "" : " (\(TerminalText.escaped(header.description)))"
         try confirm([
-            "request      decrypt a \(header.type)\(header.title.isEmpty ? "" : " '\(header.title)'")\(header.description.isEmpty ? "" : " (\(header.description))")",
-            "key          \(holding.displayName)",
+            "request      decrypt a \(header.type)\(title)\(about)",
+            "key          \(TerminalText.escaped(holding.displayName))",
             "store        \(store ? "yes, also in this keystore" : "no")",
-            "the plaintext goes to the requesting program",
-        ])
+            "the plaintext goes to the results' destination",
+        ], plaintext: true)
         let itemKey = try await itemKey(for: header, holding: holding)
         var content: [UInt8] = []
         defer { content.wipe() }
@@ -181,7 +183,7 @@ public struct URLRequestHandler {
         return results
     }
 
-    private var requester: String { request["x-source"].map { "'\($0)'" } ?? "an unnamed program" }
+    private var requester: String { request["x-source"].map { "'\(TerminalText.escaped($0))'" } ?? "an unnamed program" }
 
     /// `0` or `1`, absent meaning 0.
     private func flag(_ name: String) throws -> Bool {
@@ -214,16 +216,40 @@ public struct URLRequestHandler {
         return candidates[chosen]
     }
 
-    /// Shows the request and asks; without a person to ask, only an allowlisted source passes.
-    private func confirm(_ details: [String]) throws {
-        let source = request["x-source"]
+    /// Where the results go: the origin of `x-success`, else standard output.
+    private func destination() throws -> CallbackDestination {
+        guard let success = request["x-success"] else { return .standardOutput }
+        guard let destination = CallbackDestination(callback: success) else {
+            throw URLFailure(.invalidParameter, "x-success has no scheme (or no host for a web address)")
+        }
+        return destination
+    }
+
+    /// Shows the request, with where its results go, and asks. The allowlist is keyed on
+    /// that destination, never on `x-source`, which any caller can claim.
+    ///
+    /// - A plaintext goes to a server (`decrypt` to http/https) only if that exact origin is
+    ///   allowed, even with a terminal: one careless "y" must not post a secret to a web page.
+    /// - Without a person to ask, only an allowed destination gets results.
+    private func confirm(_ details: [String], plaintext: Bool) throws {
+        let destination = try destination()
+        let allowed = try keystore.isURLDestinationAllowed(destination)
+        if plaintext && destination.isNetwork && !allowed {
+            throw URLFailure(.confirmationRequired,
+                             "the plaintext would go to \(destination), which is not on the allowlist "
+                                + "('vault settings url-allow \(destination)' allows it)")
+        }
         guard host.canAsk else {
-            guard let source, try keystore.isURLSourceAllowed(source) else {
-                throw URLFailure(.confirmationRequired, "no terminal to confirm on, and \(requester) is not on the allowlist")
+            guard allowed else {
+                throw URLFailure(.confirmationRequired,
+                                 "no terminal to confirm on, and the results' destination \(destination) is not on the allowlist")
             }
             return
         }
-        guard try host.confirm("Allow this request from \(requester)?", details: ["from         \(source ?? "an unnamed program")"] + details)
+        let source = request["x-source"].map { TerminalText.escaped($0) } ?? "an unnamed program"
+        let to = destination == .standardOutput ? "standard output (the program that ran vault)" : destination.description
+        guard try host.confirm("Allow this request (results to \(to))?",
+                               details: ["results to   \(to)", "from         \(source) (as the caller claims)"] + details)
         else { throw URLCancelled() }
     }
 

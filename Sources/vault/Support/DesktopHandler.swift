@@ -81,6 +81,22 @@ enum DesktopHandler {
         return status == 0 ? nil : "xdg-open failed with status \(status)"
     }
 
+    /// Whether other users are kept from reading this user's command lines: /proc mounted
+    /// with `hidepid=1|2` (or `noaccess|invisible`). Without it, any local user can read a
+    /// URL passed to xdg-open (and to the browser it starts) in /proc/PID/cmdline.
+    static var commandLinesHidden: Bool {
+        guard let table = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return false }
+        for line in table.split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            // mount point is field 5; after " - ": type, source, super options.
+            guard fields.count > 4, fields[4] == "/proc", let dash = fields.firstIndex(of: "-"), dash + 3 < fields.count,
+                  fields[dash + 1] == "proc" else { continue }
+            let options = fields[dash + 3].split(separator: ",")
+            return options.contains { ["hidepid=1", "hidepid=2", "hidepid=noaccess", "hidepid=invisible"].contains(String($0)) }
+        }
+        return false
+    }
+
     private static func executable(_ name: String) -> String? {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
         return path.split(separator: ":").map { "\($0)/\(name)" }.first { FileManager.default.isExecutableFile(atPath: $0) }

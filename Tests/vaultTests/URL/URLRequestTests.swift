@@ -6,7 +6,8 @@ import VaultTestSupport
 /// `vault url`: x-callback-url requests end to end, every error code, confirmation, the
 /// allowlist, and the desktop handler.
 @Suite struct URLRequestTests {
-    /// Alice and Bob share the key `family`; Alice's serve has it unlocked and trusts `tester`.
+    /// Alice and Bob share the key `family`; Alice's serve has it unlocked, and results may go
+    /// without a terminal to the test's callback schemes and to standard output.
     final class Setup {
         let holders: SharedKeyTests.Holders
         var alice: User { holders["alice"] }
@@ -15,7 +16,7 @@ import VaultTestSupport
             holders = try SharedKeyTests.Holders(["alice", "bob"], serving: ["alice", "bob"])
             try holders.ok("alice", ["key", "create", "family", "--to", "bob", "-k", "2", "--description", "home"])
             try holders.ok("alice", ["unlock", "family"])
-            if allow { try alice.ok("settings", "url-allow", "tester") }
+            if allow { for destination in ["myapp:", "x:", "a:", "-"] { try alice.ok("settings", "url-allow", destination) } }
         }
 
         deinit { holders.stopAll() }
@@ -80,9 +81,9 @@ import VaultTestSupport
         let good = try #require(try Self.results(first.stdout.trimmingCharacters(in: .newlines))["encryptedData"], "\(first.stderr)")
         var tampered = [UInt8](try #require(Data(base64Encoded: good)))
         tampered[tampered.count - 3] ^= 1
-        func code(_ action: String, _ parameters: [(String, String)], source: String = "tester",
+        func code(_ action: String, _ parameters: [(String, String)], success: String = "a://ok",
                   sourceLocation: SourceLocation = #_sourceLocation) throws -> (Int, String) {
-            let request = Self.request(action, parameters + [("x-source", source), ("x-error", Self.failure), ("x-success", "a://ok")])
+            let request = Self.request(action, parameters + [("x-source", "tester"), ("x-error", Self.failure), ("x-success", success)])
             let before = s.alice.vault.keystoreBytes()
             let result = try s.url(request)
             #expect(result.status == 1, "\(result.stdout)\(result.stderr)", sourceLocation: sourceLocation)
@@ -102,17 +103,17 @@ import VaultTestSupport
         #expect(try code("encrypt", [("plaintext", "x"), ("key", "family"), ("scryptN", "32768")]).0 == 10)
         #expect(try code("decrypt", [("encryptedData", Data(tampered).base64EncodedString())]).0 == 8)
         #expect(try code("decrypt", [("encryptedData", Data("VLTI".utf8).base64EncodedString())]).0 == 8)
-        let untrusted = try code("encrypt", [("plaintext", "x"), ("key", "family")], source: "stranger")
+        let untrusted = try code("encrypt", [("plaintext", "x"), ("key", "family")], success: "stranger://ok")
         #expect(untrusted.0 == 9 && untrusted.1.contains("not on the allowlist"))
         #expect(try code("encrypt", [("plaintext", "x"), ("key", "family"), ("store", "2")]).0 == 10)
         #expect(try code("encrypt", [("plaintext", "x"), ("key", "family"), ("addPassword", "1")]).0 == 11)
-        // Even an allowlisted source gets nothing from a locked key.
+        // Even an allowlisted destination gets nothing from a locked key.
         try s.alice.ok("lock")
         let locked = try code("decrypt", [("encryptedData", good)])
         #expect(locked.0 == 5 && locked.1.contains("vault unlock"))
         // A key of which this keystore holds no share.
         let dave = try User().initialize("dave")
-        try dave.ok("settings", "url-allow", "tester")
+        try dave.ok("settings", "url-allow", "-")
         let foreign = try dave.vault.run(["url", "-"], stdin: Array(Self.request("decrypt", [("encryptedData", good), ("x-source", "tester"),
                                                                                           ("x-error", Self.failure)]).utf8))
         #expect(foreign.status == 1 && foreign.stdout.contains("errorCode=4&"), "\(foreign.stdout)")
@@ -133,7 +134,7 @@ import VaultTestSupport
         let key = try s.alice.ok("share", "--type", "key", "--to", "dave", "-k", "2", "--out-dir", mount.path)
         try dave.ok("secrets", "import", mount.file("dave.vshare"))
         try dave.ok("secrets", "rename", String(key.prefix(8)), "small")
-        try dave.ok("settings", "url-allow", "tester")
+        try dave.ok("settings", "url-allow", "-")
         let serve = try dave.vault.background(["serve", "--listen", "127.0.0.1", "--port", "0", "--no-mdns"], log: s.holders.circle.files.file("dave.log"))
         defer { serve.stop() }
         try serve.waitFor("agent listening")
@@ -157,7 +158,7 @@ import VaultTestSupport
         #expect(try s.url(request).stdout.contains("errorCode=9"))
         // On a terminal the person sees who asks and with which key, and may decline.
         let declined = try s.alice.vault.interactive("url", request)
-        try declined.expect("Allow this request from 'editor'? [y/N] ")
+        try declined.expect("Allow this request (results to a:)? [y/N] ")
         declined.send("n")
         let no = declined.finish()
         #expect(no.status == 2 && no.stdout == "a://cancelled?id=1\n")
@@ -174,18 +175,18 @@ import VaultTestSupport
         accepted.send("y")
         let yes = accepted.finish()
         #expect(yes.status == 0 && yes.stdout.hasPrefix("a://ok?encryptedData="), "\(yes.stderr)")
-        // The allowlist lets the source in without a terminal, until it is taken off.
-        try s.alice.ok("settings", "url-allow", "editor")
-        #expect(try s.alice.ok("settings").contains("url-allow  editor"))
+        // The allowlist lets the destination in without a terminal, until it is taken off.
+        try s.alice.ok("settings", "url-allow", "a")
+        #expect(try s.alice.ok("settings").contains("url-allow  a:"))
         #expect(try s.url(request).status == 0)
-        try s.alice.ok("settings", "url-deny", "editor")
+        try s.alice.ok("settings", "url-deny", "a:")
         #expect(try s.url(request).stdout.contains("errorCode=9"))
     }
 
     /// Examples/url-client.sh, as a user would run it.
     @Test func exampleClientRoundTrips() throws {
         let s = try Setup()
-        try s.alice.ok("settings", "url-allow", "url-client")
+        try s.alice.ok("settings", "url-allow", "url-client:")
         var environment = s.alice.vault.childEnvironment
         environment["VAULT"] = VaultBinary.path
         let script = ForeignNoiseTests.root.appendingPathComponent("Examples/url-client.sh").path

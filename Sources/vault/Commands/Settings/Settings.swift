@@ -5,7 +5,7 @@ import VaultCore
 struct SettingsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "settings",
-        abstract: "Keystore settings: the vault:// sources allowed without a terminal.",
+        abstract: "Keystore settings: the vault:// result destinations allowed without a terminal.",
         subcommands: [SettingsList.self, SettingsURLAllow.self, SettingsURLDeny.self],
         defaultSubcommand: SettingsList.self)
 }
@@ -24,33 +24,38 @@ struct SettingsList: ParsableCommand {
 struct SettingsURLAllow: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "url-allow",
-        abstract: "Serve vault:// requests from SOURCE (its x-source) without a terminal to confirm them.",
+        abstract: "Let vault:// requests whose results go to DESTINATION run without a terminal to confirm them.",
         discussion: """
-            x-source is whatever the calling program says it is: allow only a name that no other \
-            program you run would claim. Even an allowed source gets nothing from a locked key.
+            DESTINATION is where results go: an application's scheme ('myapp:', as in \
+            x-success=myapp://…), a web origin ('https://example.com'), or '-' for standard \
+            output (the program that ran 'vault url -'). x-source plays no part: any caller can \
+            claim any name. A decrypt request sends a plaintext to a web origin only if that \
+            origin is allowed, even on a terminal. Nothing is served from a locked key.
             """)
 
     @OptionGroup var home: HomeOption
 
-    @Argument(help: ArgumentHelp("The x-source value, exactly.", valueName: "source"))
-    var source: String
+    @Argument(help: ArgumentHelp("'-', SCHEME: or https://HOST[:PORT].", valueName: "destination"))
+    var destination: String
 
     func run() throws {
-        let added = try home.openKeystore().allowURLSource(source)
-        Terminal.standardError(added ? "vault:// requests from '\(source)' no longer need a terminal" : "'\(source)' was already allowed")
+        let destination = try CallbackDestination(allowing: destination)
+        let added = try home.openKeystore().allowURLDestination(destination)
+        Terminal.standardError(added ? "vault:// results may go to \(destination) without a terminal" : "\(destination) was already allowed")
     }
 }
 
 struct SettingsURLDeny: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "url-deny", abstract: "Take SOURCE off the vault:// allowlist.")
+    static let configuration = CommandConfiguration(commandName: "url-deny", abstract: "Take DESTINATION off the vault:// allowlist.")
 
     @OptionGroup var home: HomeOption
 
-    @Argument(help: ArgumentHelp("The x-source value, exactly.", valueName: "source"))
-    var source: String
+    @Argument(help: ArgumentHelp("As given to url-allow.", valueName: "destination"))
+    var destination: String
 
     func run() throws {
-        let removed = try home.openKeystore().denyURLSource(source)
-        Terminal.standardError(removed ? "'\(source)' is off the allowlist" : "'\(source)' was not on the allowlist")
+        let destination = try CallbackDestination(allowing: destination)
+        let removed = try home.openKeystore().denyURLDestination(destination)
+        Terminal.standardError(removed ? "\(destination) is off the allowlist" : "\(destination) was not on the allowlist")
     }
 }

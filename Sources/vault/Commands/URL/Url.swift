@@ -69,7 +69,7 @@ struct Url: AsyncParsableCommand {
         switch outcome {
         case .success(let results):
             if let success = request["x-success"] {
-                try send(CallbackURL.appending(results, to: success))
+                try send(CallbackURL.appending(results, to: success), carriesPlaintext: request.action == "decrypt")
             } else {
                 print(results.map { "\(CallbackURL.encode($0.0))=\(CallbackURL.encode($0.1))" }.joined(separator: "&"))
             }
@@ -89,8 +89,16 @@ struct Url: AsyncParsableCommand {
         }
     }
 
-    private func send(_ callback: String) throws {
+    /// Prints the callback, or with --open hands it to xdg-open. A plaintext is never put on
+    /// a command line that other users can read in /proc: it is printed instead.
+    private func send(_ callback: String, carriesPlaintext: Bool = false) throws {
         guard open else { return print(callback) }
+        if carriesPlaintext && !DesktopHandler.commandLinesHidden {
+            Terminal.standardError("vault: warning: not opening the callback: the plaintext would sit on xdg-open's command line, "
+                + "which other users can read in /proc; it follows on standard output")
+            Terminal.standardError("vault: hint: mount /proc with hidepid=invisible, or have the program run 'vault url -' and read standard output")
+            return print(callback)
+        }
         if let problem = DesktopHandler.open(callback) {
             Terminal.standardError("vault: warning: cannot open the callback (\(problem)); it follows on standard output")
             print(callback)

