@@ -45,7 +45,11 @@ public final class BackgroundProcess: @unchecked Sendable {
         throw NSError(domain: "BackgroundProcess", code: 2, userInfo: [NSLocalizedDescriptionKey: "timed out waiting for \(pattern): \(log)"])
     }
 
-    /// Sends `signal` and waits for the exit status.
+    /// Waits for the process to end by itself; returns its exit status.
+    @discardableResult
+    public func wait() -> Int32 { stop(0) }
+
+    /// Sends `signal` (0: none) and waits for the exit status.
     @discardableResult
     public func stop(_ signal: Int32 = SIGTERM) -> Int32 {
         if let status { return status }

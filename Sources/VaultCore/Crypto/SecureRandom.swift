@@ -27,7 +27,7 @@ extension SecureBytes {
 
 extension RandomSource {
     /// `count` fresh random bytes, in an ordinary array: for public values such as ids and nonces.
-    func bytes(_ count: Int) -> [UInt8] {
+    public func bytes(_ count: Int) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: count)
         out.withUnsafeMutableBytes { fill($0) }
         return out

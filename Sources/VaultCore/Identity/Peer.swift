@@ -84,6 +84,7 @@ extension Keystore {
         try write { db in
             try db.execute(sql: "DELETE FROM peer WHERE label_key = ?", arguments: [old.label.key])
             guard db.changesCount == 1 else { throw VaultError.unknownPeer(name) }
+            try db.execute(sql: "DELETE FROM auto_release WHERE peer_key = ?", arguments: [Data(old.card.agreementKey)])
         }
     }
 

@@ -80,6 +80,29 @@ enum KeystoreSchema {
         migrator.registerMigration("v5-url-allow-by-destination") { db in
             try db.execute(sql: "DELETE FROM setting WHERE name = 'url-allow' AND value <> '-' AND instr(value, ':') = 0")
         }
+        // Release needs the holder's consent (issue 14): these are the opt-ins to release
+        // without asking, and the record of every release. An empty secret_id stands for
+        // every secret of that peer. Both go with their peer or secret, so a removed peer's
+        // opt-in cannot come back with a new key under the same label.
+        migrator.registerMigration("v6-release-consent") { db in
+            try db.execute(sql: """
+                CREATE TABLE auto_release (
+                    secret_id BLOB NOT NULL CHECK (length(secret_id) IN (0, 16)),
+                    peer_key BLOB NOT NULL CHECK (length(peer_key) = 32),
+                    PRIMARY KEY (secret_id, peer_key)
+                ) WITHOUT ROWID;
+                CREATE TABLE release_log (
+                    id INTEGER PRIMARY KEY,
+                    secret_id BLOB NOT NULL CHECK (length(secret_id) = 16),
+                    peer_key BLOB NOT NULL CHECK (length(peer_key) = 32),
+                    peer_label TEXT NOT NULL,
+                    requester INTEGER NOT NULL,
+                    at INTEGER NOT NULL,
+                    decision TEXT NOT NULL
+                );
+                CREATE INDEX release_log_secret ON release_log (secret_id, at);
+                """)
+        }
         return migrator
     }
 

@@ -86,6 +86,7 @@ extension Keystore {
         let orphaned = try itemsOrphaned(byRemoving: secret) > 0
         try write { db in
             try db.execute(sql: "DELETE FROM secret WHERE id = ?", arguments: [Data(secret.header.secretID)])
+            try db.execute(sql: "DELETE FROM auto_release WHERE secret_id = ?", arguments: [Data(secret.header.secretID)])
             if orphaned, let keyID = secret.header.keyID {
                 try db.execute(sql: "DELETE FROM item WHERE key_id = ?", arguments: [Data(keyID)])
             }

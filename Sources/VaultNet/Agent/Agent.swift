@@ -22,12 +22,17 @@ public final class KeyAgent: @unchecked Sendable {
     private var keys: [[UInt8]: Entry] = [:]
     private let lock = NSLock()
     private let log: @Sendable (String) -> Void
+    /// The piece requests waiting for consent, which `vault requests|approve|deny` reach here.
+    private let approvals: ReleaseApprovals?
 
     /// The socket's path in `home`.
     public static func socketPath(_ home: VaultHome) -> String { home.directory + "/agent.sock" }
 
-    /// An empty agent that reports to `log`.
-    public init(log: @escaping @Sendable (String) -> Void) { self.log = log }
+    /// An empty agent that reports to `log`, and answers for `approvals` if given.
+    public init(approvals: ReleaseApprovals? = nil, log: @escaping @Sendable (String) -> Void) {
+        self.approvals = approvals
+        self.log = log
+    }
 
     /// Connections use the LAN protocol's framing and idle timeout (``SecureChannel/configure(_:)``),
     /// without Noise.
@@ -144,6 +149,19 @@ public final class KeyAgent: @unchecked Sendable {
                 answer += (0..<8).reversed().map { UInt8(truncatingIfNeeded: seconds >> (8 * UInt64($0))) }
             }
             return answer
+        case .requests:
+            guard body.isEmpty, let approvals else { return [AgentStatus.malformed.rawValue] }
+            let encoder = JSONEncoder()
+            encoder.dateEncodingStrategy = .secondsSince1970
+            guard let json = try? encoder.encode(approvals.waiting()) else { return [AgentStatus.malformed.rawValue] }
+            return [AgentStatus.ok.rawValue] + Array(json)
+        case .decide:
+            // approve (1) or deny (0) ‖ the id or a prefix of it, as ASCII hex
+            guard let approvals, body.count >= 5, body.count <= 9, let verdict = body.first, verdict <= 1,
+                  let prefix = String(validating: body.dropFirst(), as: UTF8.self) else { return [AgentStatus.malformed.rawValue] }
+            guard let decided = approvals.decide(prefix, approve: verdict == 1) else { return [AgentStatus.locked.rawValue] }
+            log("\(verdict == 1 ? "approved" : "denied") request \(decided.id): piece \(decided.holder) of \(decided.secretID.prefix(16)) for '\(decided.peer)'")
+            return [AgentStatus.ok.rawValue] + Array(decided.id.utf8)
         }
     }
 }
@@ -163,7 +181,7 @@ public enum AgentLimits {
 }
 
 enum AgentRequest: UInt8 {
-    case unlock = 1, derive = 2, lock = 3, status = 4
+    case unlock = 1, derive = 2, lock = 3, status = 4, requests = 5, decide = 6
 }
 
 enum AgentStatus: UInt8 {
@@ -221,6 +239,27 @@ public struct AgentClient: Sendable {
             let entry = answer[(2 + 24 * i)..<(2 + 24 * (i + 1))]
             let seconds = entry.suffix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
             return (Array(entry.prefix(16)), Date(timeIntervalSince1970: TimeInterval(seconds)))
+        }
+    }
+
+    /// The piece requests waiting for this holder's consent.
+    public func requests() async throws -> [ReleaseApprovals.Request] {
+        let answer = try await ask([AgentRequest.requests.rawValue])
+        guard answer.first == AgentStatus.ok.rawValue else { throw NetError.protocolViolation("the agent sent a malformed answer") }
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .secondsSince1970
+        return try decoder.decode([ReleaseApprovals.Request].self, from: Data(answer.dropFirst()))
+    }
+
+    /// Approves or denies the waiting request whose id starts with `prefix`; returns its
+    /// full id, or nil when no single waiting request matches.
+    public func decide(_ prefix: String, approve: Bool) async throws -> String? {
+        guard (4...8).contains(prefix.count), prefix.allSatisfy(\.isHexDigit) else { return nil }
+        let answer = try await ask([AgentRequest.decide.rawValue, approve ? 1 : 0] + Array(prefix.lowercased().utf8))
+        switch answer.first {
+        case AgentStatus.ok.rawValue: return String(decoding: answer.dropFirst(), as: UTF8.self)
+        case AgentStatus.locked.rawValue: return nil
+        default: throw NetError.protocolViolation("the agent sent a malformed answer")
         }
     }
 

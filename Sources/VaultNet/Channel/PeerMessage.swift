@@ -64,6 +64,13 @@ public enum RefusalCode: UInt8, Sendable, CustomStringConvertible {
     case busy = 10
     case notPairing = 11
     case pairingDeclined = 12
+    /// The holder must consent first; the reason is `ID SECONDS`: the request's id and the
+    /// seconds left to answer. The requester asks again later, on a new connection.
+    case awaitingConsent = 13
+    /// The holder denied the request.
+    case releaseDenied = 14
+    /// The holder did not answer in time.
+    case consentTimedOut = 15
 
     public var description: String {
         switch self {
@@ -79,6 +86,9 @@ public enum RefusalCode: UInt8, Sendable, CustomStringConvertible {
         case .busy: "too many connections"
         case .notPairing: "not accepting pairing (run 'vault serve --pairing' there)"
         case .pairingDeclined: "pairing declined"
+        case .awaitingConsent: "waiting for the holder to approve"
+        case .releaseDenied: "the holder denied the request"
+        case .consentTimedOut: "the holder did not approve in time"
         }
     }
 }

@@ -55,8 +55,36 @@ public enum PeerClient {
 
     /// Asks `peer`, holder `holderIndex` of `secret`, for its piece, proving possession of our
     /// own share on this channel. Writes the released piece to `output`.
+    ///
+    /// While the holder's person has not yet consented, `waiting` hears the request's id and
+    /// the seconds left (once), and the request is made again, each time on a new channel
+    /// with a new proof, until the holder answers or its time runs out.
     public static func requestPiece(of secret: StoredSecret, from peer: Peer, holderIndex: Int, at address: PeerAddress,
-                                    identity: Identity, into output: OutputFile) async throws {
+                                    identity: Identity, into output: OutputFile,
+                                    waiting: @Sendable (_ id: String, _ seconds: Int) -> Void = { _, _ in }) async throws {
+        var deadline: Date?
+        while true {
+            do {
+                return try await requestPieceOnce(of: secret, from: peer, holderIndex: holderIndex, at: address, identity: identity,
+                                                  into: output)
+            } catch NetError.refused(.awaitingConsent, let reason) {
+                let parts = reason.split(separator: " ")
+                guard parts.count == 2, let seconds = Int(parts[1]), seconds >= 0, seconds <= Int(NetLimits.approvalSeconds) else {
+                    throw NetError.protocolViolation("a malformed wait for consent")
+                }
+                if deadline == nil {
+                    waiting(String(parts[0].prefix(8)), seconds)
+                    // Our own bound, whatever the holder says: a lying holder cannot keep us forever.
+                    deadline = Date().addingTimeInterval(NetLimits.approvalSeconds + 5)
+                }
+                guard let deadline, Date() < deadline else { throw NetError.refused(.consentTimedOut, "") }
+                try await Task.sleep(nanoseconds: UInt64(NetLimits.approvalPollSeconds * 1e9))
+            }
+        }
+    }
+
+    private static func requestPieceOnce(of secret: StoredSecret, from peer: Peer, holderIndex: Int, at address: PeerAddress,
+                                         identity: Identity, into output: OutputFile) async throws {
         try await connect(to: peer, at: address, identity: identity) { channel in
             let proof = try PossessionProof.make(for: secret, identity: identity, holder: holderIndex,
                                                  handshakeHash: channel.handshakeHash)

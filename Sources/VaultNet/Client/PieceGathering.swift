@@ -18,6 +18,8 @@ public enum PieceGathering {
 
     /// What happened with one holder.
     public enum Event: Sendable {
+        /// The holder's person must consent first: request `id`, `seconds` left to answer.
+        case waiting(Peer, id: String, seconds: Int)
         case received(Peer)
         case failed(Peer, Error)
         case timedOut
@@ -28,7 +30,8 @@ public enum PieceGathering {
     /// Asks every holder concurrently; returns the pieces received, as files in `directory`
     /// (sealed to this identity) that are removed when released. Stops when every holder has
     /// answered, when `enough` says the pieces received suffice (it is asked after each),
-    /// or after `timeout` seconds.
+    /// or after `timeout` seconds (extended, while a holder waits for its person's consent,
+    /// to the end of that wait).
     public static func gather(
         _ secret: StoredSecret, from holders: [Holder], identity: Identity, directory: String, timeout: Int,
         enough: ([OutputFile]) -> Bool = { _ in false },
@@ -36,13 +39,17 @@ public enum PieceGathering {
     ) async -> [OutputFile] {
         guard !holders.isEmpty else { return [] }
         var received: [OutputFile] = []
+        let deadline = Deadline(Date().addingTimeInterval(TimeInterval(timeout)))
         await withTaskGroup(of: (Peer, Result<HandedOver, Error>)?.self) { group in
             for holder in holders {
                 group.addTask {
                     do {
                         let file = try OutputFile(path: directory + "/" + VaultHome.transientFileName("vpiece"))
                         try await PeerClient.requestPiece(of: secret, from: holder.peer, holderIndex: holder.index,
-                                                          at: holder.address, identity: identity, into: file)
+                                                          at: holder.address, identity: identity, into: file) { id, seconds in
+                            deadline.extend(to: Date().addingTimeInterval(NetLimits.approvalSeconds + 5))
+                            report(.waiting(holder.peer, id: id, seconds: seconds))
+                        }
                         return (holder.peer, .success(HandedOver(file: file)))
                     } catch {
                         return (holder.peer, .failure(error))
@@ -50,7 +57,10 @@ public enum PieceGathering {
                 }
             }
             group.addTask {
-                try? await Task.sleep(nanoseconds: UInt64(timeout) * 1_000_000_000)
+                while let left = deadline.remaining(), left > 0 {
+                    try? await Task.sleep(nanoseconds: UInt64(min(left, 1) * 1e9))
+                    if Task.isCancelled { break }
+                }
                 return nil
             }
             var waiting = holders.count
@@ -81,5 +91,21 @@ public enum PieceGathering {
     /// returns it and never touches it again, so one task at a time owns the file.
     private struct HandedOver: @unchecked Sendable {
         let file: OutputFile
+    }
+
+    /// When gathering gives up; a holder waiting for consent moves it later.
+    private final class Deadline: @unchecked Sendable {
+        private var at: Date
+        private let lock = NSLock()
+
+        init(_ at: Date) { self.at = at }
+
+        func extend(to later: Date) { lock.withLock { at = max(at, later) } }
+
+        /// Seconds left, or nil once passed.
+        func remaining() -> TimeInterval? {
+            let left = lock.withLock { at.timeIntervalSinceNow }
+            return left > 0 ? left : nil
+        }
     }
 }

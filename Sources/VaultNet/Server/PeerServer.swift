@@ -17,13 +17,18 @@ public final class PeerServer: @unchecked Sendable {
     private let pairingConfirm: Pairing.Confirm?
     private let slots = ConnectionSlots()
     private let throttled: LogThrottle
+    private let approvals: ReleaseApprovals
 
     /// A server for `identity`, storing into `keystore`. With `confirm`, each incoming share
     /// is put to it first; it answers no when nobody can be asked.
     /// With `pairing`, untrusted keys may pair until the window closes (at most 5 minutes),
     /// each pairing put to `pairing.confirm`.
+    /// A piece is released only with the person's consent through `approvals`, unless they
+    /// opted in to automatic release for that peer (``Keystore/setAutoRelease(_:secretID:peer:)``).
     public init(keystore: Keystore, identity: Identity, confirm: Confirm?,
-                pairing: (window: TimeInterval, confirm: Pairing.Confirm)? = nil, log: @escaping @Sendable (String) -> Void) {
+                pairing: (window: TimeInterval, confirm: Pairing.Confirm)? = nil, approvals: ReleaseApprovals = ReleaseApprovals(),
+                log: @escaping @Sendable (String) -> Void) {
+        self.approvals = approvals
         self.keystore = keystore
         self.identity = identity
         self.confirm = confirm
@@ -166,7 +171,9 @@ public final class PeerServer: @unchecked Sendable {
         // Release only when every condition holds: trusted (checked), under the rate limit,
         // a share of that secret, another index, the peer is that holder, and the proof
         // verifies on this very channel.
-        guard limiter.allow(peer.card.agreementKey) else {
+        // Asking again about a request that waits for consent is polling, not a new request.
+        let open = approvals.isOpen(peerKey: peer.card.agreementKey, secretID: request.secretID)
+        guard open || limiter.allow(peer.card.agreementKey) else {
             throttled.note("rate", "rate limited piece requests from '\(peer.label)'")
             return try await channel.refuse(.rateLimited)
         }
@@ -181,10 +188,33 @@ public final class PeerServer: @unchecked Sendable {
             log("refused a piece request from '\(peer.label)': bad proof of possession")
             return try await channel.refuse(.badProof)
         }
+        // Consent: a thief running this machine's serve must not collect pieces unattended,
+        // so a person approves each release unless they opted in for this peer.
+        let piece = "piece \(header.holderIndex) of \(header.type) \(header.secretIDHex.prefix(16))"
+        let decision: ReleaseDecision
+        if try keystore.releasesAutomatically(secretID: header.secretID, to: peer.card) {
+            decision = .automatic
+        } else {
+            switch approvals.stand(peer: peer, header: header, requester: request.requester) {
+            case .waiting(let id, let seconds, _):
+                return try await channel.refuse(.awaitingConsent, "\(id) \(seconds)")
+            case .denied:
+                try keystore.recordRelease(secretID: header.secretID, peer: peer, requester: request.requester, decision: .denied)
+                log("did not release \(piece) to '\(peer.label)': denied")
+                return try await channel.refuse(.releaseDenied)
+            case .timedOut:
+                try keystore.recordRelease(secretID: header.secretID, peer: peer, requester: request.requester, decision: .timedOut)
+                log("did not release \(piece) to '\(peer.label)': nobody approved in time")
+                return try await channel.refuse(.consentTimedOut)
+            case .approved:
+                decision = .approved
+            }
+        }
         let released = try OutputFile(path: keystore.home.transientPath("vpiece"))
         try ReleasedPiece.release(secret, to: peer, keystore: keystore, identity: identity, output: released)
         var source = try FileSource(path: released.path)
+        try keystore.recordRelease(secretID: header.secretID, peer: peer, requester: request.requester, decision: decision)
         try await channel.send(.piece, length: source.size ?? 0, from: &source)
-        log("released piece \(header.holderIndex) of \(header.secretIDHex.prefix(16)) to '\(peer.label)'")
+        log("released \(piece) to '\(peer.label)' (\(decision == .automatic ? "automatic release" : "approved"))")
     }
 }

@@ -29,6 +29,13 @@ public enum NetLimits {
     public static let establishedConnections = 64
     /// The longest pairing window `vault serve --pairing` opens: 5 minutes.
     public static let maximumPairingWindow: Double = 300
-    /// Piece requests one peer may make per minute.
+    /// Piece requests one peer may make per minute (asking again about a request that
+    /// waits for consent does not count).
     public static let pieceRequestsPerMinute = 10
+    /// How long a piece request waits for the holder's consent: 2 minutes.
+    public static let approvalSeconds: Double = 120
+    /// Requests waiting for consent at once; past this, new ones are turned away.
+    static let pendingApprovals = 64
+    /// How often a requester asks again while its request waits for consent.
+    static let approvalPollSeconds: Double = 1
 }

@@ -51,6 +51,9 @@ enum RecoveryReport {
             Terminal.standardError("  \(label): not found nearby and no address known (use --peer \(label)=HOST:PORT)")
         case .asking(let label, let address):
             Terminal.standardError("  asking \(label) at \(address)")
+        case .gathering(.waiting(let peer, let id, let seconds)):
+            Terminal.standardError("  \(peer.label): waiting for \(peer.label) to approve request \(id) (up to \(seconds) s; "
+                + "there: 'vault approve \(id)')")
         case .gathering(.received(let peer)):
             Terminal.standardError("  \(peer.label): piece received")
         case .gathering(.failed(let peer, let error)):

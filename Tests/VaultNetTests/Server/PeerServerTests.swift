@@ -14,13 +14,16 @@ final class Holders: @unchecked Sendable {
     let identities: [Identity]
     private(set) var secretID: [UInt8] = []
 
-    init(_ labels: [String], shareCount: Int = 3) throws {
+    /// With `autoRelease`, every holder releases to every other without asking, as for a
+    /// person's own machines; without it, each release waits for consent.
+    init(_ labels: [String], shareCount: Int = 3, autoRelease: Bool = true) throws {
         let temporary = self.temporary
         keystores = try labels.map { try Keystore.create(home: VaultHome(directory: temporary.file($0)), label: Label($0), passphrase: nil) }
         identities = try keystores.map { try $0.unlock(passphrase: nil) }
         for (i, keystore) in keystores.enumerated() {
             for (j, identity) in identities.enumerated() where i != j {
                 try keystore.addPeer(identity.card, label: identity.label, address: nil)
+                if autoRelease { try keystore.setAutoRelease(true, secretID: nil, peer: identity.card) }
             }
         }
         let request = ShareRequest(type: .note, threshold: 2, holders: identities[1..<shareCount].map { (label: $0.label, card: $0.card) })

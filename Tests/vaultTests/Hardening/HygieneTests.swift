@@ -105,7 +105,7 @@ import VaultTestSupport
         chown(directory.path, 65534, 65534)
         let environment = ["VAULT_HOME": directory.file("home"), "PATH": "/usr/bin:/bin"]
         let setpriv = ["--reuid=65534", "--regid=65534", "--clear-groups", VaultBinary.path]
-        let initialized = try ProcessRunner.run("/usr/bin/setpriv", setpriv + ["init", "--label", "nobody"], environment: environment)
+        let initialized = try ProcessRunner.run("/usr/bin/setpriv", setpriv + ["init", "--label", "nobody", "--no-passphrase"], environment: environment)
         #expect(initialized.status == 0, "\(initialized.stderr)")
         let serve = try BackgroundProcess("/usr/bin/setpriv", setpriv + ["serve", "--listen", "127.0.0.1", "--port", "0", "--no-mdns"],
                                           environment: environment, logPath: directory.file("serve.log"))

@@ -12,10 +12,15 @@ import VaultTestSupport
 
     @Test func createsAPrivateKeystore() throws {
         let user = User()
-        let result = try user.vault.run("init", "--label", "alice")
+        // A passphrase is the default: without a terminal to ask on, init says how to go on.
+        let asked = try user.fails("init", "--label", "alice")
+        #expect(asked.contains("no terminal to ask for a passphrase") && asked.contains("--no-passphrase"), "\(asked)")
+        #expect(!FileManager.default.fileExists(atPath: user.vault.home + "/vault.sqlite"))
+        let result = try user.vault.run("init", "--label", "alice", "--no-passphrase")
         #expect(result.status == 0)
         #expect(result.stdout.isEmpty)
         #expect(result.stderr.contains("created identity 'alice'"))
+        #expect(result.stderr.contains("vault: warning: the private keys are stored without a passphrase"))
         #expect(mode(user.vault.home) == 0o700)
         #expect(mode(user.vault.home + "/vault.sqlite") == 0o600)
         #expect(try user.ok("id", "--format", "json").contains("\"label\" : \"alice\""))
@@ -24,7 +29,7 @@ import VaultTestSupport
     @Test func homeOptionWinsOverVAULT_HOME() throws {
         let user = User()
         let other = user.directory.file("other")
-        try user.ok("init", "--home", other, "--label", "elsewhere")
+        try user.ok("init", "--home", other, "--label", "elsewhere", "--no-passphrase")
         #expect(FileManager.default.fileExists(atPath: other + "/vault.sqlite"))
         #expect(!FileManager.default.fileExists(atPath: user.vault.home + "/vault.sqlite"))
     }
@@ -32,27 +37,28 @@ import VaultTestSupport
     @Test func defaultsTheLabelToUserAtHost() throws {
         let user = User()
         user.vault.environment["USER"] = "tester"
-        try user.ok("init")
+        try user.ok("init", "--no-passphrase")
         #expect(try user.ok("id").contains("label        tester@"))
     }
 
     @Test func refusesASecondInitWithoutForce() throws {
         let user = try User().initialize("alice")
         let card = try user.card()
-        let message = try user.fails("init", "--label", "eve")
+        let message = try user.fails("init", "--label", "eve", "--no-passphrase")
         #expect(message.contains("an identity already exists"))
         #expect(message.contains("vault: hint: pass --force"))
         #expect(try user.card() == card)
-        try user.ok("init", "--label", "alice2", "--force")
+        try user.ok("init", "--label", "alice2", "--force", "--no-passphrase")
         #expect(try user.card() != card)
     }
 
     @Test func refusesBadLabelsAndOptions() throws {
         let user = User()
-        #expect(try user.fails("init", "--label", "a,b").contains("invalid label 'a,b'"))
+        #expect(try user.fails("init", "--label", "a,b", "--no-passphrase").contains("invalid label 'a,b'"))
         #expect(!FileManager.default.fileExists(atPath: user.vault.home + "/vault.sqlite"))
         try user.fails("init", "--passphrase", "--passphrase-file", "x", status: 64)
-        try user.fails("init", "--scrypt-n", "65536", status: 64)
+        try user.fails("init", "--no-passphrase", "--scrypt-n", "65536", status: 64)
+        try user.fails("init", "--no-passphrase", "--passphrase-file", "x", status: 64)
     }
 
     @Test func usageErrorsExitWith64() throws {

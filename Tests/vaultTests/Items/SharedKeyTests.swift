@@ -9,8 +9,8 @@ import VaultTestSupport
         let circle: Circle
         var servers: [String: (process: BackgroundProcess, address: String)] = [:]
 
-        init(_ labels: [String], serving: [String]) throws {
-            circle = try Circle(labels)
+        init(_ labels: [String], serving: [String], autoRelease: Bool = true) throws {
+            circle = try Circle(labels, autoRelease: autoRelease)
             for label in serving { try start(label) }
         }
 

@@ -9,7 +9,7 @@ import VaultTestSupport
     static let peer = ForeignNoiseTests.root.appendingPathComponent("Tests/Interop/zeroconf_peer.py").path
 
     func serve(_ user: User, in namespace: NetworkNamespace) throws -> (BackgroundProcess, String) {
-        let process = try namespace.background(VaultBinary.path, ["serve", "--port", "0"], environment: user.vault.childEnvironment,
+        let process = try namespace.background(VaultBinary.path, ["serve", "--listen", "0.0.0.0", "--port", "0"], environment: user.vault.childEnvironment,
                                                log: user.directory.file("serve-\(UUID().uuidString).log"))
         let port = try process.waitFor("listening on 0\\.0\\.0\\.0:(\\d+)")
         try process.waitFor("announced as _vault._tcp.local.")

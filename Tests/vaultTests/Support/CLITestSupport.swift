@@ -55,7 +55,9 @@ final class User {
     /// Creates the identity.
     @discardableResult
     func initialize(_ label: String, _ extra: String...) throws -> User {
-        let result = try vault.run(["init", "--label", label] + extra)
+        // Unprotected unless a test asks otherwise: most tests are about something else.
+        let protected = extra.contains("--passphrase-file") || extra.contains("--passphrase")
+        let result = try vault.run(["init", "--label", label] + (protected ? [] : ["--no-passphrase"]) + extra)
         #expect(result.status == 0, "\(result.stderr)")
         return self
     }

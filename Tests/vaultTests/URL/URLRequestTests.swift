@@ -131,6 +131,7 @@ import VaultTestSupport
         try dave.initialize("dave")
         try dave.ok("peer", "add", try s.alice.card(), "--label", "alice", "--yes")
         try s.alice.ok("peer", "add", try dave.card(), "--label", "dave", "--yes")
+        try s.alice.ok("secrets", "auto-release", "--for", "dave")
         let key = try s.alice.ok("share", "--type", "key", "--to", "dave", "-k", "2", "--out-dir", mount.path)
         try dave.ok("secrets", "import", mount.file("dave.vshare"))
         try dave.ok("secrets", "rename", String(key.prefix(8)), "small")

@@ -7,7 +7,7 @@ struct SecretsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "secrets",
         abstract: "Manage the shares this machine holds.",
-        subcommands: [SecretsImport.self, SecretsList.self, SecretsShow.self, SecretsRename.self, SecretsRemove.self, SecretsRelease.self, SecretsPush.self]
+        subcommands: [SecretsImport.self, SecretsList.self, SecretsShow.self, SecretsRename.self, SecretsRemove.self, SecretsRelease.self, SecretsPush.self, SecretsAutoRelease.self]
     )
 }
 
@@ -75,7 +75,7 @@ struct SecretsShow: ParsableCommand {
     func run() throws {
         let keystore = try home.openKeystore()
         let secret = try keystore.secret(matching: self.secret)
-        let info = SecretJSON(secret, peers: try keystore.peers())
+        let info = try SecretJSON(secret, peers: try keystore.peers(), keystore: keystore)
         if json { return try printJSON(info) }
         print("id           \(info.id)")
         print("name         \(info.name ?? "-")")
@@ -90,6 +90,12 @@ struct SecretsShow: ParsableCommand {
         if let labels = info.holders { print("holders      \(labels.joined(separator: ", "))") }
         if let replaces = info.replaces { print("replaces     \(replaces)") }
         if let keyID = info.keyID { print("key id       \(keyID)") }
+        print("auto-release \(info.autoRelease.isEmpty ? "nobody: every request waits for your consent" : info.autoRelease.joined(separator: ", "))")
+        if info.releases.isEmpty { print("releases     none") }
+        for (number, release) in info.releases.enumerated() {
+            print("\(number == 0 ? "releases     " : "             ")\(ISO8601DateFormatter().string(from: release.at))  "
+                + "\(TerminalText.escaped(release.peer)) (index \(release.index))  \(release.decision)")
+        }
     }
 }
 
@@ -158,8 +164,27 @@ struct SecretJSON: Encodable {
     let holders: [String]?
     let replaces: String?
     let keyID: String?
+    let autoRelease: [String]
+    let releases: [Release]
 
-    init(_ secret: StoredSecret, peers: [Peer]) {
+    struct Release: Encodable {
+        let peer: String
+        let index: Int
+        let at: Date
+        let decision: String
+    }
+
+    init(_ secret: StoredSecret, peers: [Peer], keystore: Keystore) throws {
+        self.init(secret, peers: peers,
+                  autoRelease: try keystore.autoReleasePeers(secretID: secret.header.secretID)
+                      .map { "\($0.peer.label)" + ($0.everySecret ? " (every secret)" : "") },
+                  releases: try keystore.releaseRecord(secretID: secret.header.secretID)
+                      .map { Release(peer: $0.peerLabel, index: $0.requester, at: $0.at, decision: $0.decision.rawValue) })
+    }
+
+    init(_ secret: StoredSecret, peers: [Peer], autoRelease: [String] = [], releases: [Release] = []) {
+        self.autoRelease = autoRelease
+        self.releases = releases
         let h = secret.header
         id = h.secretIDHex
         name = secret.name

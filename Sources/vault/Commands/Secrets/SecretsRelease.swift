@@ -28,6 +28,8 @@ struct SecretsRelease: ParsableCommand {
         let file = try OutputFile(path: output, hiddenUntilCommit: true)
         try ReleasedPiece.release(secret, to: peer, keystore: keystore, identity: identity, output: file)
         try file.commit()
+        try keystore.recordRelease(secretID: secret.header.secretID, peer: peer,
+                                   requester: secret.header.index(of: peer.card.agreementKey) ?? 0, decision: .manual)
         Terminal.standardError("released piece \(secret.header.holderIndex) of \(secret.header.secretIDHex.prefix(16)) for '\(peer.label)' in \(output)")
     }
 }

@@ -11,7 +11,11 @@ struct Serve: AsyncParsableCommand {
             Runs until interrupted (Ctrl-C or SIGTERM). Shares are accepted from trusted peers, \
             each only from its own dealer. A piece is released only to another holder of the \
             same secret who proves possession of its own share on that connection, at most \
-            \(NetLimits.pieceRequestsPerMinute) requests per peer per minute. The server announces \
+            \(NetLimits.pieceRequestsPerMinute) requests per peer per minute, and only with your \
+            consent: each request waits up to \(Int(NetLimits.approvalSeconds)) s for a yes on this terminal \
+            or from 'vault approve ID' (see 'vault requests'), unless you chose automatic release \
+            for that peer ('vault secrets auto-release'). It listens on loopback unless --listen \
+            names another address (--listen 0.0.0.0 for every interface). The server announces \
             itself by mDNS as _vault._tcp.local. (unless --no-mdns) and withdraws on exit. It also \
             runs the local key agent on $VAULT_HOME/agent.sock, for 'vault unlock' and the item \
             commands, answering only your own user.
@@ -23,8 +27,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "The TCP port.")
     var port: Int = Int(NetLimits.defaultPort)
 
-    @Option(help: ArgumentHelp("The address to listen on.", valueName: "addr"))
-    var listen: String = "0.0.0.0"
+    @Option(help: ArgumentHelp("The address to listen on: 127.0.0.1 (this machine only) unless you name one; 0.0.0.0 serves the LAN.",
+                               valueName: "addr"))
+    var listen: String = "127.0.0.1"
 
     @Flag(help: "Ask on this terminal before storing each incoming share; without a terminal, refuse them.")
     var confirm = false
@@ -38,10 +43,17 @@ struct Serve: AsyncParsableCommand {
     @Option(help: ArgumentHelp("How long pairing stays open, in seconds (at most 300).", valueName: "s"))
     var pairingWindow: Int = 120
 
+    @Option(help: ArgumentHelp("How long a piece request waits for your consent, in seconds (5 to \(Int(NetLimits.approvalSeconds))).",
+                               valueName: "s"))
+    var consentTimeout: Int = Int(NetLimits.approvalSeconds)
+
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port takes 0 to 65535") }
         guard (1...Int(NetLimits.maximumPairingWindow)).contains(pairingWindow) else {
             throw ValidationError("--pairing-window takes 1 to \(Int(NetLimits.maximumPairingWindow)) seconds")
+        }
+        guard (5...Int(NetLimits.approvalSeconds)).contains(consentTimeout) else {
+            throw ValidationError("--consent-timeout takes 5 to \(Int(NetLimits.approvalSeconds)) seconds")
         }
     }
 
@@ -57,7 +69,9 @@ struct Serve: AsyncParsableCommand {
         let pairingSetup: (window: TimeInterval, confirm: Pairing.Confirm)? = pairing
             ? (pairingWindow, { @Sendable code, card, label in confirmPairing(code: code, card: card, label: label, keystore: keystore) })
             : nil
-        let server = PeerServer(keystore: keystore, identity: identity, confirm: confirmation, pairing: pairingSetup) { line in
+        let approvals = ReleaseConsent.approvals(window: TimeInterval(consentTimeout))
+        let server = PeerServer(keystore: keystore, identity: identity, confirm: confirmation, pairing: pairingSetup,
+                                approvals: approvals) { line in
             Terminal.standardError("vault serve: \(line)")
         }
         let responder = ResponderBox()
@@ -66,7 +80,7 @@ struct Serve: AsyncParsableCommand {
         let loopbackOnly = listen.hasPrefix("127.") || listen == "::1" || listen == "localhost"
         let announce = !noMdns && !loopbackOnly, listen = self.listen
         if !noMdns && loopbackOnly { Terminal.standardError("vault serve: not announced by mDNS: listening on loopback only") }
-        let agent = KeyAgent { line in Terminal.standardError("vault serve: \(line)") }
+        let agent = KeyAgent(approvals: approvals) { line in Terminal.standardError("vault serve: \(line)") }
         let agentPath = KeyAgent.socketPath(keystore.home)
         let task = Task {
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -151,41 +165,4 @@ enum SocketAddressBytes {
 /// Asks on the terminal; no terminal means no, and the sender is told.
 @Sendable func askToStore(_ question: String) -> Bool {
     (try? Terminal.confirm(question, what: "storing a share")) ?? false
-}
-
-/// `--peer LABEL=HOST:PORT`, where to reach a peer when its stored address is not enough.
-struct PeerAddressOptions: ParsableArguments {
-    @Option(name: .customLong("peer"), help: ArgumentHelp("Reach a peer at this address (repeatable).", valueName: "label=host:port"))
-    var peers: [String] = []
-
-    /// The address for each peer: given here, else stored with the peer, else found by mDNS
-    /// (matching the short fingerprint) for those in `discovering`.
-    func addresses(for peers: [Peer], discovering: [Peer], timeout: Double = 2) async throws -> [String: PeerAddress] {
-        var all = try addresses(for: peers)
-        let unknown = discovering.filter { all[$0.label.value] == nil }
-        guard !unknown.isEmpty else { return all }
-        let found = (try? await MDNSBrowser.browse(timeout: timeout, wanted: Set(unknown.map(\.card.shortFingerprint)))) ?? []
-        for peer in unknown {
-            if let service = found.first(where: { $0.fingerprint == peer.card.shortFingerprint }), let host = service.addresses.first {
-                all[peer.label.value] = try? PeerAddress("\(host):\(service.port)")
-            }
-        }
-        return all
-    }
-
-    /// The address for each peer: given here, else stored with the peer.
-    func addresses(for peers: [Peer]) throws -> [String: PeerAddress] {
-        var given: [String: PeerAddress] = [:]
-        for entry in self.peers {
-            guard let equals = entry.firstIndex(of: "=") else { throw ValidationError("--peer takes LABEL=HOST:PORT") }
-            let label = try Label(String(entry[..<equals]))
-            guard let peer = peers.first(where: { $0.label.value.lowercased() == label.value.lowercased() }) else {
-                throw VaultError.unknownPeer(label.value)
-            }
-            given[peer.label.value] = try PeerAddress(String(entry[entry.index(after: equals)...]))
-        }
-        var all: [String: PeerAddress] = [:]
-        for peer in peers { all[peer.label.value] = given[peer.label.value] ?? peer.address }
-        return all
-    }
 }

@@ -43,7 +43,8 @@ struct Bench: AsyncParsableCommand {
                          blake2b, dispersal, ceiling, cores))
         }
 
-        // Holders with their own keystores, all trusting each other.
+        // Holders with their own keystores, all trusting each other and releasing to each
+        // other without asking (a benchmark has nobody to approve).
         let labels = (1...count).map { "holder\($0)" }
         let homes = labels.map { VaultHome(directory: base + "/" + $0) }
         let keystores = try zip(homes, labels).map { try Keystore.create(home: $0, label: Label($1), passphrase: nil) }
@@ -51,6 +52,7 @@ struct Bench: AsyncParsableCommand {
         for (i, keystore) in keystores.enumerated() {
             for (j, identity) in identities.enumerated() where i != j {
                 try keystore.addPeer(identity.card, label: identity.label, address: nil)
+                try keystore.setAutoRelease(true, secretID: nil, peer: identity.card)
             }
         }
         if lan {

@@ -1,0 +1,130 @@
+import Foundation
+import VaultCore
+
+/// Piece requests waiting for the holder's consent, inside `vault serve`.
+///
+/// A request that passed every check (trusted peer, proof of possession on its channel) is
+/// not answered with the piece at once: it waits here until the person approves or denies
+/// it (`vault approve ID`, `vault deny ID`, or serve's terminal), or its time runs out. The
+/// requester asks again on a new connection, proving possession again each time, and gets
+/// the piece once approved. One approval releases one piece, once.
+public final class ReleaseApprovals: @unchecked Sendable {
+    /// A request as the person sees it.
+    public struct Request: Sendable, Codable {
+        /// A short random id to approve or deny it by (8 hex digits).
+        public let id: String
+        /// The peer that asks, by its label here.
+        public let peer: String
+        /// The secret's id (hex), type and public description.
+        public let secretID: String
+        public let type: String
+        public let description: String
+        /// The holder index the peer proved, and this holder's own.
+        public let requester: Int
+        public let holder: Int
+        /// When it was first asked.
+        public let asked: Date
+        /// When it expires unanswered (once answered: when the answer lapses unused).
+        public internal(set) var expires: Date
+    }
+
+    /// Where a request stands when the peer asks (again).
+    public enum Standing: Equatable, Sendable {
+        /// Waiting; `new` the first time it is seen. `seconds` left to answer.
+        case waiting(id: String, seconds: Int, new: Bool)
+        /// Approved: release now (the approval is used up).
+        case approved
+        /// Denied (the refusal is reported once, then forgotten).
+        case denied
+        /// Nobody answered in time.
+        case timedOut
+    }
+
+    private enum State { case waiting, approved, denied }
+
+    private struct Entry {
+        var request: Request
+        var state: State
+        /// Which peer key and secret this is, for matching a renewed ask.
+        let peerKey: [UInt8]
+        let secretID: [UInt8]
+    }
+
+    private var entries: [String: Entry] = [:]
+    private let lock = NSLock()
+    private let window: TimeInterval
+    private let onNew: @Sendable (Request) -> Void
+
+    /// Requests wait `window` seconds for an answer; `onNew` hears of each new one (serve
+    /// logs it and, on a terminal, asks).
+    public init(window: TimeInterval = NetLimits.approvalSeconds, onNew: @escaping @Sendable (Request) -> Void = { _ in }) {
+        self.window = window
+        self.onNew = onNew
+    }
+
+    /// Where the request of `peer` (proved as `requester`) for `header`'s secret stands,
+    /// recording it as new if it is.
+    func stand(peer: Peer, header: BundleHeader, requester: Int, now: Date = Date()) -> Standing {
+        let key = peer.card.agreementKey
+        let (standing, created) = lock.withLock { () -> (Standing, Request?) in
+            if let (id, entry) = entries.first(where: { $0.value.peerKey == key && $0.value.secretID == header.secretID }) {
+                switch entry.state {
+                case .approved where entry.request.expires > now:
+                    entries[id] = nil
+                    return (.approved, nil)
+                case .approved:
+                    entries[id] = nil
+                    return (.timedOut, nil)
+                case .denied:
+                    entries[id] = nil
+                    return (.denied, nil)
+                case .waiting where entry.request.expires <= now:
+                    entries[id] = nil
+                    return (.timedOut, nil)
+                case .waiting:
+                    return (.waiting(id: id, seconds: Int(entry.request.expires.timeIntervalSince(now).rounded(.up)), new: false), nil)
+                }
+            }
+            // Bounded: a flood of distinct requests cannot grow the table without limit. An
+            // entry outlives its expiry by one window, to tell its requester how it ended.
+            entries = entries.filter { $0.value.request.expires.addingTimeInterval(window) > now }
+            guard entries.count < NetLimits.pendingApprovals else { return (.timedOut, nil) }
+            var id: String
+            repeat { id = SecureRandom().bytes(4).hex } while entries[id] != nil
+            let request = Request(id: id, peer: peer.label.value, secretID: header.secretIDHex, type: header.type.description,
+                                  description: String(header.description.prefix(200)), requester: requester,
+                                  holder: header.holderIndex, asked: now, expires: now.addingTimeInterval(window))
+            entries[id] = Entry(request: request, state: .waiting, peerKey: key, secretID: header.secretID)
+            return (.waiting(id: id, seconds: Int(window), new: true), request)
+        }
+        if let created { onNew(created) }
+        return standing
+    }
+
+    /// Whether `peer` has a request for `secretID` open here: asking again about it is not a
+    /// new request, so it does not count against the rate limit.
+    func isOpen(peerKey: [UInt8], secretID: [UInt8]) -> Bool {
+        lock.withLock { entries.values.contains { $0.peerKey == peerKey && $0.secretID == secretID } }
+    }
+
+    /// The requests waiting for an answer, oldest first.
+    public func waiting(now: Date = Date()) -> [Request] {
+        lock.withLock { entries.values.filter { $0.state == .waiting && $0.request.expires > now }.map(\.request) }
+            .sorted { $0.asked < $1.asked }
+    }
+
+    /// Approves or denies the waiting request whose id starts with `prefix` (at least 4 hex
+    /// digits). Returns it, or nil when no single waiting request matches.
+    public func decide(_ prefix: String, approve: Bool, now: Date = Date()) -> Request? {
+        let prefix = prefix.lowercased()
+        guard prefix.count >= 4 else { return nil }
+        return lock.withLock { () -> Request? in
+            let matches = entries.filter { $0.key.hasPrefix(prefix) && $0.value.state == .waiting && $0.value.request.expires > now }
+            guard matches.count == 1, let (id, entry) = matches.first else { return nil }
+            entries[id]?.state = approve ? .approved : .denied
+            // An approval is good for one release within one window.
+            entries[id]?.request.expires = now.addingTimeInterval(window)
+            return entry.request
+        }
+    }
+}

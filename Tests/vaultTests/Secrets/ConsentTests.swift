@@ -1,0 +1,100 @@
+import Foundation
+import Testing
+import VaultTestSupport
+
+/// Issue 14, finding 1: a holder releases its piece only with its person's consent (or an
+/// explicit opt-in), so a thief with one machine cannot collect the others' pieces.
+@Suite struct ConsentTests {
+    /// Alice dealt a note 2 of 3 to Bob and Carol; Bob and Carol serve, and nobody opted in
+    /// to automatic release.
+    final class Setup {
+        let holders: SharedKeyTests.Holders
+        let id: String
+
+        init(consentTimeout: Int = 120) throws {
+            holders = try SharedKeyTests.Holders(["alice", "bob", "carol"], serving: [], autoRelease: false)
+            id = try holders.circle.share(from: "alice", ["-", "--to", "bob,carol", "-k", "2", "--description", "the safe"])
+            for label in ["bob", "carol"] { try holders.start(label, ["--consent-timeout", String(consentTimeout)]) }
+        }
+
+        deinit { holders.stopAll() }
+
+        func peers() -> [String] {
+            ["bob", "carol"].flatMap { ["--peer", "\($0)=\(holders.servers[$0]!.address)"] }
+        }
+
+        /// Alice's recovery, left running.
+        func recover(_ extra: [String] = []) throws -> (BackgroundProcess, String) {
+            let output = holders.circle.files.file("out-\(UUID().uuidString)")
+            let process = try holders["alice"].vault.background(["recover", id, "-o", output] + peers() + extra,
+                                                               log: holders.circle.files.file("recover-\(UUID().uuidString).log"))
+            return (process, output)
+        }
+
+        /// The id of the request waiting at `label`, once there is one.
+        func waitingRequest(at label: String) throws -> String {
+            let deadline = Date().addingTimeInterval(20)
+            while Date() < deadline {
+                let listed = try holders[label].ok("requests")
+                if let line = listed.split(separator: "\n").first(where: { $0.contains("'alice' asks for piece") }) {
+                    return String(line.prefix(8))
+                }
+                usleep(100_000)
+            }
+            throw NSError(domain: "ConsentTests", code: 1, userInfo: [NSLocalizedDescriptionKey: "no request at \(label)"])
+        }
+    }
+
+    @Test func aPieceWaitsForItsHoldersApproval() throws {
+        let s = try Setup()
+        let (recovery, output) = try s.recover()
+        try recovery.waitFor("waiting for bob to approve request [0-9a-f]{8}")
+        let request = try s.waitingRequest(at: "bob")
+        // Nothing left Bob's machine yet: the request is listed with who asks and for what.
+        let listed = try s.holders["bob"].ok("requests")
+        #expect(listed.contains("'alice' asks for piece 2 of note \(s.id.prefix(16)) (the safe)"), "\(listed)")
+        #expect(!FileManager.default.fileExists(atPath: output))
+        try s.holders["bob"].ok("approve", request)
+        #expect(recovery.wait() == 0, "\(recovery.log)")
+        #expect(try String(contentsOfFile: output, encoding: .utf8) == "")
+        // The release is on record, and the approval is used up.
+        let shown = try s.holders["bob"].ok("secrets", "show", s.id)
+        #expect(shown.contains("alice (index 1)  approved"), "\(shown)")
+        #expect(shown.contains("auto-release nobody"))
+        #expect(try s.holders["bob"].fails("approve", request).contains("no single waiting request matches"))
+    }
+
+    @Test func aDenialOrSilenceReleasesNothing() throws {
+        let s = try Setup(consentTimeout: 5)
+        let (denied, _) = try s.recover(["--timeout", "3"])
+        try s.holders["bob"].ok("deny", try s.waitingRequest(at: "bob"))
+        // Carol never answers: her request times out on her side.
+        #expect(denied.wait() == 1)
+        #expect(denied.log.contains("bob: refused: the holder denied the request"), "\(denied.log)")
+        #expect(denied.log.contains("carol: refused: the holder did not approve in time"), "\(denied.log)")
+        #expect(try s.holders["bob"].ok("secrets", "show", s.id).contains("alice (index 1)  denied"))
+        #expect(try s.holders["carol"].ok("secrets", "show", s.id).contains("alice (index 1)  timed out"))
+    }
+
+    @Test func automaticReleaseIsAnExplicitOptIn() throws {
+        let s = try Setup()
+        try s.holders["bob"].ok("secrets", "auto-release", s.id, "--for", "alice")
+        #expect(try s.holders["bob"].ok("secrets", "show", s.id).contains("auto-release alice"))
+        let (fast, output) = try s.recover()
+        #expect(fast.wait() == 0, "\(fast.log)")
+        #expect(FileManager.default.fileExists(atPath: output))
+        #expect(try s.holders["bob"].ok("secrets", "show", s.id).contains("alice (index 1)  automatic"))
+        #expect(try s.holders["bob"].ok("requests").isEmpty)
+        // Off again: the next request waits.
+        try s.holders["bob"].ok("secrets", "auto-release", s.id, "--for", "alice", "--off")
+        let (slow, _) = try s.recover()
+        _ = try s.waitingRequest(at: "bob")
+        slow.stop()
+    }
+
+    @Test func approvingNeedsARunningServe() throws {
+        let user = try User().initialize("dave")
+        #expect(try user.fails("requests").contains("no 'vault serve' runs"))
+        #expect(try user.fails("approve", "abcd1234").contains("no 'vault serve' runs"))
+    }
+}
