@@ -45,6 +45,10 @@ public final class ReleaseApprovals: @unchecked Sendable {
     private struct Entry {
         var request: Request
         var state: State
+        /// When the requester last asked. A requester asks again every second while it
+        /// waits; one that stopped (it had enough pieces elsewhere, or gave up) has withdrawn
+        /// the request, which then must not be approved by mistake.
+        var lastAsked: Date
         /// Which peer key and secret this is, for matching a renewed ask.
         let peerKey: [UInt8]
         let secretID: [UInt8]
@@ -81,20 +85,25 @@ public final class ReleaseApprovals: @unchecked Sendable {
                 case .waiting where entry.request.expires <= now:
                     entries[id] = nil
                     return (.timedOut, nil)
+                case .waiting where Self.abandoned(entry, now: now):
+                    entries[id] = nil  // withdrawn: this ask starts a new request below
                 case .waiting:
+                    entries[id]?.lastAsked = now
                     return (.waiting(id: id, seconds: Int(entry.request.expires.timeIntervalSince(now).rounded(.up)), new: false), nil)
                 }
             }
             // Bounded: a flood of distinct requests cannot grow the table without limit. An
             // entry outlives its expiry by one window, to tell its requester how it ended.
-            entries = entries.filter { $0.value.request.expires.addingTimeInterval(window) > now }
+            entries = entries.filter {
+                $0.value.request.expires.addingTimeInterval(window) > now && !($0.value.state == .waiting && Self.abandoned($0.value, now: now))
+            }
             guard entries.count < NetLimits.pendingApprovals else { return (.timedOut, nil) }
             var id: String
             repeat { id = SecureRandom().bytes(4).hex } while entries[id] != nil
             let request = Request(id: id, peer: peer.label.value, secretID: header.secretIDHex, type: header.type.description,
                                   description: String(header.description.prefix(200)), requester: requester,
                                   holder: header.holderIndex, asked: now, expires: now.addingTimeInterval(window))
-            entries[id] = Entry(request: request, state: .waiting, peerKey: key, secretID: header.secretID)
+            entries[id] = Entry(request: request, state: .waiting, lastAsked: now, peerKey: key, secretID: header.secretID)
             return (.waiting(id: id, seconds: Int(window), new: true), request)
         }
         if let created { onNew(created) }
@@ -107,9 +116,18 @@ public final class ReleaseApprovals: @unchecked Sendable {
         lock.withLock { entries.values.contains { $0.peerKey == peerKey && $0.secretID == secretID } }
     }
 
+    /// Whether the requester stopped asking: it withdrew the request.
+    private static func abandoned(_ entry: Entry, now: Date) -> Bool {
+        now.timeIntervalSince(entry.lastAsked) > NetLimits.approvalAbandonSeconds
+    }
+
+    private static func isOpenForDecision(_ entry: Entry, now: Date) -> Bool {
+        entry.state == .waiting && entry.request.expires > now && !abandoned(entry, now: now)
+    }
+
     /// The requests waiting for an answer, oldest first.
     public func waiting(now: Date = Date()) -> [Request] {
-        lock.withLock { entries.values.filter { $0.state == .waiting && $0.request.expires > now }.map(\.request) }
+        lock.withLock { entries.values.filter { Self.isOpenForDecision($0, now: now) }.map(\.request) }
             .sorted { $0.asked < $1.asked }
     }
 
@@ -119,7 +137,7 @@ public final class ReleaseApprovals: @unchecked Sendable {
         let prefix = prefix.lowercased()
         guard prefix.count >= 4 else { return nil }
         return lock.withLock { () -> Request? in
-            let matches = entries.filter { $0.key.hasPrefix(prefix) && $0.value.state == .waiting && $0.value.request.expires > now }
+            let matches = entries.filter { $0.key.hasPrefix(prefix) && Self.isOpenForDecision($0.value, now: now) }
             guard matches.count == 1, let (id, entry) = matches.first else { return nil }
             entries[id]?.state = approve ? .approved : .denied
             // An approval is good for one release within one window.

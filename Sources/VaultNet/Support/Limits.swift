@@ -38,4 +38,6 @@ public enum NetLimits {
     static let pendingApprovals = 64
     /// How often a requester asks again while its request waits for consent.
     static let approvalPollSeconds: Double = 1
+    /// A waiting request not asked about again for this long was withdrawn by its requester.
+    static let approvalAbandonSeconds: Double = 5
 }

@@ -61,3 +61,37 @@ import Testing
         #expect(approvals.stand(peer: try stranger(999), header: header, requester: 0) == .timedOut)
     }
 }
+
+extension ReleaseApprovalsTests {
+    @Test func approvingOnePeersRequestLeavesAnothersWaiting() throws {
+        let approvals = ReleaseApprovals(window: 60)
+        let header = try holders.secret(of: 2).header
+        let alice = try holders.peer("alice", at: 2), bob = try holders.peer("bob", at: 2)
+        guard case .waiting(let first, _, true) = approvals.stand(peer: alice, header: header, requester: 0),
+              case .waiting(let second, _, true) = approvals.stand(peer: bob, header: header, requester: 1) else {
+            Issue.record("both must wait")
+            return
+        }
+        #expect(approvals.decide(first, approve: true) != nil)
+        #expect(approvals.stand(peer: bob, header: header, requester: 1) == .waiting(id: second, seconds: 60, new: false))
+    }
+
+    @Test func aRequestItsRequesterStoppedAskingIsWithdrawn() throws {
+        let approvals = ReleaseApprovals(window: 60)
+        let header = try holders.secret(of: 2).header
+        let alice = try holders.peer("alice", at: 2)
+        let start = Date()
+        guard case .waiting(let id, _, true) = approvals.stand(peer: alice, header: header, requester: 0, now: start) else { return }
+        // Asked again within the poll interval: still the same request.
+        #expect(approvals.stand(peer: alice, header: header, requester: 0, now: start + 4) == .waiting(id: id, seconds: 56, new: false))
+        // Then silence: it is no longer listed, and cannot be approved by mistake.
+        #expect(approvals.waiting(now: start + 10).isEmpty)
+        #expect(approvals.decide(id, approve: true, now: start + 10) == nil)
+        // Asking again later is a new request.
+        guard case .waiting(let renewed, _, true) = approvals.stand(peer: alice, header: header, requester: 0, now: start + 11) else {
+            Issue.record("a renewed ask must be a new request")
+            return
+        }
+        #expect(renewed != id)
+    }
+}
