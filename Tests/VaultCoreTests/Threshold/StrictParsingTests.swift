@@ -262,4 +262,25 @@ final class CraftedDeal {
         let fits = SecretMetadata(contactName: "x", phones: Array(repeating: String(repeating: "5", count: 4096), count: 15))
         try fits.validate()
     }
+
+    /// The fuzz seeds for findings 11 and 13 (Fuzz/Corpus), through the calls their targets
+    /// make: the 255-byte label parses and re-encodes to itself, the non-NFC label is refused,
+    /// and a payload claiming 65535 bytes of metadata is refused without a trap.
+    @Test func reviewSeedsInTheFuzzCorpora() throws {
+        let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fuzz/Corpus")
+        func seed(_ path: String) throws -> [UInt8] { [UInt8](try Data(contentsOf: corpus.appendingPathComponent(path))) }
+        let wide = try seed("FuzzBundle/label-255-bytes.bin")
+        let header = try BundleHeader(parsing: wide)
+        #expect(header.labels?[1].value.utf8.count == 255 && header.encoded() == wide)
+        #expect(throws: VaultError.malformed(what: "the share bundle", detail: "a holder label is not in Unicode NFC")) {
+            try BundleHeader(parsing: seed("FuzzBundle/label-not-nfc.bin"))
+        }
+        let payload = PayloadParser(expectedType: SecretType.contact.rawValue) { _ in }
+        let layer = PasswordLayerParser(payload: payload) { SecureBytes(copying: Array("password".utf8)) }
+        #expect(throws: VaultError.corruptSecret("its header is incomplete")) {
+            try seed("FuzzPasswordLayer/metadata-length-65535.bin").withUnsafeBytes { try layer.write($0) }
+            try layer.finish()
+        }
+    }
 }
