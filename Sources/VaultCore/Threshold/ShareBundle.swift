@@ -41,7 +41,11 @@ public struct BundleHeader: Equatable, Sendable {
     public let holderTags: [[UInt8]]
 
     static let maximumDescription = 1024
-    static let maximumLength = 128 * 1024
+    /// The largest header the fields allow (FORMAT.md §9): 255 holders with 255-byte labels,
+    /// the longest description, a key id and a replaced id. 90954 bytes; the cap is one a
+    /// header can reach, so a longer length is refused before it is read.
+    static let maximumLength = 16 + 8 + 1 + (2 + maximumDescription) + 3 + 8 + KeyCard.encodedLength + 32 + 1 + (1 + 16) + 16
+        + (1 + 255 * (1 + Label.maximumBytes)) + 255 * 96
 
     /// The id as 32 hex digits.
     public var secretIDHex: String { secretID.hex }

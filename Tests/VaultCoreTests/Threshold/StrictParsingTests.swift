@@ -283,4 +283,29 @@ final class CraftedDeal {
             try layer.finish()
         }
     }
+
+    /// Finding 17: the header cap is one a header can reach. The largest header (255
+    /// holders with 255-byte labels, a 1024-byte description, a key id and a replaced id)
+    /// is exactly the cap, and parses; a length one past it is refused unread.
+    @Test func theLargestPossibleHeaderIsTheCap() throws {
+        let dealer = Identity.generate(label: try Label("alice"), random: SecureRandom()).0
+        let label = try Label(String(repeating: "\u{20000}", count: 63) + "東")
+        let zero = [[UInt8]](repeating: [UInt8](repeating: 0, count: 32), count: 255)
+        let header = BundleHeader(
+            secretID: Array(repeating: 9, count: 16), createdAt: 0, type: .key, description: String(repeating: "d", count: 1024),
+            threshold: 2, count: 255, holderIndex: 2, ciphertextLength: 100, dealer: dealer.card, holderKey: Array(repeating: 1, count: 32),
+            passwordProtected: false, replaces: Array(repeating: 3, count: 16), keyID: Array(repeating: 4, count: 16),
+            labels: Array(repeating: label, count: 255), commitments: zero, possessionKeys: zero, holderTags: zero)
+        #expect(header.encoded().count == 90954)
+        #expect(BundleHeader.maximumLength == 90954)
+        #expect(try Self.parseSigned(header.encoded(), by: dealer) == header)
+        let tooLong = [UInt8]("VLTB".utf8) + [1, 0, 1, 0x63, 0x4B]  // 90955
+        var offset = 0
+        #expect(throws: VaultError.malformed(what: "the share bundle", detail: "header too long")) {
+            try ShareBundle.parsePrefix { count in
+                defer { offset += count }
+                return Array(tooLong[min(offset, tooLong.count)..<min(tooLong.count, offset + count)])
+            }
+        }
+    }
 }
