@@ -4,8 +4,8 @@ import Foundation
 ///
 /// Labels name peers on the command line (`--to a,b`, `--peer a=host:port`), become file
 /// names (`a.vshare`) and travel in QR codes, so the alphabet is an allowlist: Unicode
-/// letters and digits, space, and `. _ - @ + '`. 1 to 64 characters, no leading or
-/// trailing space, not starting with `.` or `-`. Two labels that differ only in case are
+/// letters and digits, space, and `. _ - @ + '`. 1 to 64 characters and at most 255
+/// UTF-8 bytes, no leading or trailing space, not starting with `.` or `-`. Two labels that differ only in case are
 /// the same label.
 public struct Label: Hashable, Sendable, CustomStringConvertible {
     /// The label as the user wrote it (NFC-normalised).
@@ -13,6 +13,9 @@ public struct Label: Hashable, Sendable, CustomStringConvertible {
 
     /// The most characters a label may have.
     public static let maximumLength = 64
+    /// The most UTF-8 bytes a label may have: a bundle header writes a label behind a 1-byte
+    /// length (FORMAT.md §9), so 64 four-byte characters (256 bytes) must be refused here.
+    public static let maximumBytes = 255
 
     /// Validates `text` as a label.
     public init(_ text: String) throws(VaultError) {
@@ -21,6 +24,9 @@ public struct Label: Hashable, Sendable, CustomStringConvertible {
         guard !scalars.isEmpty else { throw .invalidLabel(text, reason: "it is empty") }
         guard scalars.count <= Self.maximumLength else {
             throw .invalidLabel(text, reason: "it is longer than \(Self.maximumLength) characters")
+        }
+        guard normalized.utf8.count <= Self.maximumBytes else {
+            throw .invalidLabel(text, reason: "it is longer than \(Self.maximumBytes) bytes in UTF-8")
         }
         let punctuation: Set<Unicode.Scalar> = [" ", ".", "_", "-", "@", "+", "'"]
         for scalar in scalars {
@@ -48,10 +54,14 @@ public struct Label: Hashable, Sendable, CustomStringConvertible {
     /// the alphabet does not allow.
     static func sanitized(_ text: String) -> Label {
         var scalars = String.UnicodeScalarView()
+        var bytes = 0
         for scalar in text.precomposedStringWithCanonicalMapping.unicodeScalars.prefix(maximumLength) {
             let ok = scalar.properties.isAlphabetic || scalar.properties.numericType != nil
                 || "._-@+'".unicodeScalars.contains(scalar)
-            scalars.append(ok ? scalar : "-")
+            let kept: Unicode.Scalar = ok ? scalar : "-"
+            bytes += UTF8.width(kept)
+            if bytes > maximumBytes { break }
+            scalars.append(kept)
         }
         var text = String(scalars)
         while text.hasPrefix(".") || text.hasPrefix("-") { text.removeFirst() }

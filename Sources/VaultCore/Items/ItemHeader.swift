@@ -106,8 +106,8 @@ public struct ItemHeader: Equatable, Sendable {
             case 1: passwordProtected = true
             default: throw fail("bad password flag")
             }
-            title = try r.string16()
-            description = try r.string16()
+            title = try r.string16("title")
+            description = try r.string16("description")
             guard title.utf8.count <= Self.maximumTitle, description.utf8.count <= Self.maximumDescription else {
                 throw fail("title or description too long")
             }

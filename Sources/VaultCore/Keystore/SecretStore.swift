@@ -161,7 +161,11 @@ extension Keystore {
         while left > 0 {
             let chunk = try source.readFully(Int(min(left, UInt64(Self.pieceRowLength))))
             guard !chunk.isEmpty else { throw VaultError.truncated(what: "the share bundle") }
-            try chunk.withUnsafeBytes { try opener.write($0) }
+            do {
+                try chunk.withUnsafeBytes { try opener.write($0) }
+            } catch let failure as SecretStream.Failure {
+                throw failure.error("its piece", in: "the share bundle")
+            }
             try db.execute(sql: "INSERT INTO secret_piece (secret_id, seq, data) VALUES (?, ?, ?)",
                            arguments: [Data(header.secretID), sequence, Data(chunk)])
             sequence += 1
@@ -172,8 +176,8 @@ extension Keystore {
         }
         do {
             try opener.finish()
-        } catch {
-            throw VaultError.malformed(what: "the share bundle", detail: "its piece does not decrypt")
+        } catch let failure as SecretStream.Failure {
+            throw failure.error("its piece", in: "the share bundle")
         }
         let index = header.holderIndex
         guard Sodium.equal(hasher.finish(), header.commitments[index - 1]) else {

@@ -30,10 +30,19 @@ struct ByteWriter {
 
 struct ByteReader {
     /// What a reader reports; the caller turns it into its format's error.
-    enum Failure: Error, Equatable {
+    enum Failure: Error, Equatable, CustomStringConvertible {
         case truncated
         case trailingBytes
         case invalid(String)
+
+        /// In words, for a caller that passes it on: never a Swift case name.
+        var description: String {
+            switch self {
+            case .truncated: "it is truncated"
+            case .trailingBytes: "bytes follow its end"
+            case .invalid(let detail): detail
+            }
+        }
     }
 
     private let bytes: [UInt8]
@@ -54,11 +63,13 @@ struct ByteReader {
     mutating func u32() throws(Failure) -> UInt32 { try raw(4).reduce(0) { $0 << 8 | UInt32($1) } }
     mutating func u64() throws(Failure) -> UInt64 { try raw(8).reduce(0) { $0 << 8 | UInt64($1) } }
 
-    mutating func string8() throws(Failure) -> String { try utf8(raw(Int(u8()))) }
-    mutating func string16() throws(Failure) -> String { try utf8(raw(Int(u16()))) }
+    /// A UTF-8 string behind a 1-byte length; `field` names it if it is not UTF-8.
+    mutating func string8(_ field: String) throws(Failure) -> String { try utf8(raw(Int(u8())), field) }
+    /// A UTF-8 string behind a 2-byte length; `field` names it if it is not UTF-8.
+    mutating func string16(_ field: String) throws(Failure) -> String { try utf8(raw(Int(u16())), field) }
 
-    private func utf8(_ bytes: [UInt8]) throws(Failure) -> String {
-        guard let text = String(validating: bytes, as: UTF8.self) else { throw .invalid("text is not UTF-8") }
+    private func utf8(_ bytes: [UInt8], _ field: String) throws(Failure) -> String {
+        guard let text = String(validating: bytes, as: UTF8.self) else { throw .invalid("the \(field) is not UTF-8") }
         return text
     }
 

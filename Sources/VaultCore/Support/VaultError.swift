@@ -70,6 +70,9 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
     case untrustedDealer(fingerprint: String)
     /// A bundle or piece is sealed to another identity.
     case notForThisIdentity(what: String)
+    /// A bundle or piece is addressed to this identity but its sealed part does not open:
+    /// altered or damaged in transit.
+    case damaged(what: String, detail: String)
     /// The keystore already holds a share of this secret.
     case duplicateSecret(id: String)
     /// No stored secret matches.
@@ -149,6 +152,7 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
         case .badSignature(let what): "the dealer's signature on \(what) does not verify"
         case .untrustedDealer(let fingerprint): "the dealer is not a trusted peer (fingerprint \(fingerprint))"
         case .notForThisIdentity(let what): "\(what) is sealed to another identity"
+        case .damaged(let what, let detail): "\(what) is damaged or altered: \(detail)"
         case .duplicateSecret(let id): "the keystore already holds a share of secret \(id)"
         case .unknownSecret(let name): "no secret matches \(quoted(name))"
         case .ambiguousSecret(let name): "more than one secret matches \(quoted(name))"

@@ -24,9 +24,12 @@ final class PasswordLayerParser {
     private var inner: StreamOpener?
     private let payload: PayloadParser
     private let password: () throws -> SecureBytes
+    private let expected: Bool?
 
-    init(payload: PayloadParser, password: @escaping () throws -> SecureBytes) {
+    /// `expected`, when given, is the signed header's password flag: the layer byte must agree.
+    init(payload: PayloadParser, expected: Bool? = nil, password: @escaping () throws -> SecureBytes) {
         self.payload = payload
+        self.expected = expected
         self.password = password
     }
 
@@ -35,6 +38,12 @@ final class PasswordLayerParser {
         while route == nil && offset < bytes.count {
             prefix.append(bytes[offset])
             offset += 1
+            // The header's flag is public and signed; a payload that contradicts it would make
+            // `secrets show` lie about the layer, so the two must say the same.
+            if prefix.count == 1, let expected, (prefix[0] == PasswordLayer.scrypt) != expected,
+               prefix[0] == PasswordLayer.none || prefix[0] == PasswordLayer.scrypt {
+                throw VaultError.corruptSecret("its password layer disagrees with the signed header")
+            }
             switch prefix[0] {
             case PasswordLayer.none:
                 route = payload.write
@@ -44,7 +53,13 @@ final class PasswordLayerParser {
                 let opener = StreamOpener(key: key, emit: payload.write)
                 inner = opener
                 route = { bytes in
-                    do { try opener.write(bytes) } catch SecretStream.Failure.forged { throw VaultError.wrongPassword }
+                    do {
+                        try opener.write(bytes)
+                    } catch SecretStream.Failure.forged {
+                        throw VaultError.wrongPassword
+                    } catch let failure as SecretStream.Failure {
+                        throw VaultError.corruptSecret("its password layer \(failure)")
+                    }
                 }
             case PasswordLayer.scrypt:
                 continue
@@ -58,7 +73,13 @@ final class PasswordLayerParser {
     func finish() throws {
         guard route != nil else { throw VaultError.corruptSecret("it ends before its first byte") }
         if let inner {
-            do { try inner.finish() } catch SecretStream.Failure.forged { throw VaultError.wrongPassword }
+            do {
+                try inner.finish()
+            } catch SecretStream.Failure.forged {
+                throw VaultError.wrongPassword
+            } catch let failure as SecretStream.Failure {
+                throw VaultError.corruptSecret("its password layer \(failure)")
+            }
         }
         try payload.finish()
     }

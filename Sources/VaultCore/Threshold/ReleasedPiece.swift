@@ -9,10 +9,16 @@ import Foundation
 /// The box is `crypto_box` from sender to recipient over key share ‖ piece key ‖
 /// BLAKE2b(header): it binds the release to this secret and this requester. The piece and
 /// key share are checked by the recipient against the dealer's signed header.
+///
+/// The box proves only the sender card's X25519 half. The recipient checks the Ed25519 half
+/// against a card it already knows for that key (the dealer's, or a trusted peer's), and
+/// names the sender only by such a card: otherwise a holder could hide behind a made-up one.
 public enum ReleasedPiece {
     static let magic: [UInt8] = Array("VLTP".utf8)
     static let version: UInt8 = 1
     static let headerLength = 16 + 1 + 1 + KeyCard.encodedLength + 32 + 8
+    /// Everything before the sealed piece.
+    static let bodyOffset = 9 + headerLength + ShareBundle.bodyPrefixLength
 
     struct Header: Equatable {
         let secretID: [UInt8]
@@ -81,18 +87,41 @@ public enum ReleasedPiece {
         }
     }
 
-    /// A released piece file, parsed and opened: its key share and piece key, and where its
-    /// sealed piece starts.
+    /// A released piece file, parsed and opened: its key share and piece key, where its
+    /// sealed piece starts, and the sender's card once checked against a known one.
     struct Opened {
         let header: Header
         let keyShare: SecureBytes
         let pieceKey: SecureBytes
         let bodyOffset: Int
+        /// The dealer's or a trusted peer's card whose X25519 key sealed the box and whose
+        /// Ed25519 key matches the header's; nil when no known card has that X25519 key.
+        let sender: KeyCard?
+    }
+
+    /// What reading a release for this holder gave: opened, or addressed here and for this
+    /// secret but not to be used. Such a release is one bad piece among others: the caller
+    /// sets it aside and goes on, where a release for another secret or another holder is the
+    /// user's mistake and stops the command.
+    enum Reading {
+        case opened(Opened)
+        /// `sender` is the verified card to name, if any; `problem` starts "damaged:" or "forged:".
+        case setAside(Header, sender: KeyCard?, problem: String)
     }
 
     /// Opens the release in `path` for `secret`'s holder `identity`, refusing one for
-    /// another secret, another requester, or from a key that is not the claimed holder.
-    static func open(path: String, secret: BundleHeader, identity: Identity) throws -> Opened {
+    /// another secret, another requester, or from a key that is not the claimed holder, and
+    /// one to set aside with ``VaultError/damaged(what:detail:)``.
+    static func open(path: String, secret: BundleHeader, identity: Identity, trusted: [KeyCard] = []) throws -> Opened {
+        switch try read(path: path, secret: secret, identity: identity, trusted: trusted) {
+        case .opened(let opened): return opened
+        case .setAside(_, _, let problem): throw VaultError.damaged(what: path, detail: problem)
+        }
+    }
+
+    /// Reads the release in `path` (see ``Reading``); `trusted` are the cards the sender's
+    /// card is checked against, besides the dealer's.
+    static func read(path: String, secret: BundleHeader, identity: Identity, trusted: [KeyCard]) throws -> Reading {
         var source = try FileSource(path: path)
         let start = try source.readFully(9)
         guard start.count == 9, Array(start[0..<4]) == magic else {
@@ -129,9 +158,18 @@ public enum ReleasedPiece {
         guard box.count == ShareBundle.bodyPrefixLength else { throw VaultError.truncated(what: path) }
         guard let plain = Box.open(box, from: header.sender.agreementKey, to: identity), plain.count == 96,
               Sodium.equal(plain.slice(64..<96).withUnsafeBytes(Array.init), header.hash) else {
-            throw VaultError.malformed(what: path, detail: "its sealed keys do not open or belong to another release")
+            // Nothing here is proven, so no sender is named.
+            return .setAside(header, sender: nil, problem: "damaged: its sealed keys do not open")
         }
-        return Opened(header: header, keyShare: plain.slice(0..<32), pieceKey: plain.slice(32..<64),
-                      bodyOffset: 9 + headerLength + ShareBundle.bodyPrefixLength)
+        // The box proved the X25519 half. Holder 1 is the dealer, whose whole card the dealer
+        // signed; any other holder's card is known only if it is a trusted peer.
+        let known = header.from == 1 ? secret.dealer
+            : trusted.first { Sodium.equal($0.agreementKey, header.sender.agreementKey) }
+        if let known, known != header.sender {
+            return .setAside(header, sender: known,
+                             problem: "forged: its sender card's signing key is not the one known for holder \(header.from)")
+        }
+        return .opened(Opened(header: header, keyShare: plain.slice(0..<32), pieceKey: plain.slice(32..<64),
+                              bodyOffset: bodyOffset, sender: known))
     }
 }

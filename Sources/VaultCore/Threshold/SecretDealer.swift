@@ -108,10 +108,19 @@ public enum SecretDealer {
         try PayloadHeader.encode(type: request.type.rawValue, metadata: request.metadata).withUnsafeBytes { try payload($0) }
         var buffer = [UInt8](repeating: 0, count: SecretStream.chunkLength)
         defer { buffer.wipe() }
+        var contentLength = 0
         while true {
             let count = try buffer.withUnsafeMutableBytes { try content.read(into: $0) }
             if count == 0 { break }
+            contentLength += count
+            // A key secret is exactly 32 bytes: recovery refuses any other length.
+            guard request.type != .key || contentLength <= SharedKey.length else {
+                throw VaultError.invalidSecret("a key is \(SharedKey.length) bytes, and this one is longer")
+            }
             try buffer.withUnsafeBytes { try payload(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+        }
+        guard request.type != .key || contentLength == SharedKey.length else {
+            throw VaultError.invalidSecret("a key is \(SharedKey.length) bytes, and this one has \(contentLength)")
         }
         try inner?.finish()
         try outer.finish()

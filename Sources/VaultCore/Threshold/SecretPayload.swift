@@ -61,6 +61,9 @@ public struct SecretMetadata: Equatable, Sendable {
 
     static let maximumFieldLength = 4096
     static let maximumFields = 64
+    /// The encoded fields sit behind a 2-byte length (FORMAT.md §10): 64 fields of 4096 bytes
+    /// would overflow it, so the total is bounded here rather than trapping in the writer.
+    static let maximumEncodedLength = 65535
 
     private enum Tag: UInt8 {
         case fileName = 1, username, url, contactName, phone, email, address
@@ -87,6 +90,10 @@ public struct SecretMetadata: Equatable, Sendable {
         for (_, value) in fields where value.utf8.count > Self.maximumFieldLength || value.isEmpty {
             throw .invalidSecret("a field is empty or longer than \(Self.maximumFieldLength) bytes")
         }
+        let total = fields.reduce(0) { $0 + 3 + $1.1.utf8.count }
+        guard total <= Self.maximumEncodedLength else {
+            throw .invalidSecret("the fields take \(total) bytes, more than \(Self.maximumEncodedLength)")
+        }
     }
 
     /// Tag (1) ‖ length (2) ‖ UTF-8 value, tags in ascending order.
@@ -112,7 +119,7 @@ public struct SecretMetadata: Equatable, Sendable {
             }
             previous = raw
             count += 1
-            let value = try reader.string16()
+            let value = try reader.string16("value of field \(raw)")
             guard count <= maximumFields, !value.isEmpty, value.utf8.count <= maximumFieldLength else {
                 throw .invalid("a field is out of bounds")
             }
@@ -182,7 +189,7 @@ final class PayloadParser {
                 do {
                     metadata = try SecretMetadata.parse(fields)
                 } catch {
-                    throw VaultError.corruptSecret("its metadata is malformed")
+                    throw VaultError.corruptSecret("its metadata is malformed: \(error)")
                 }
                 try metadataReady(metadata!)
             }

@@ -6,7 +6,8 @@ public struct PieceOutcome: Sendable {
     public let source: String
     /// The holder index it claims.
     public let index: Int?
-    /// The holder who released it (nil for your own share).
+    /// The holder who released it, by the card known for the key that sealed it (the
+    /// dealer's or a trusted peer's); nil for your own share and for a sender not known.
     public let sender: KeyCard?
     /// Nil if it verified; otherwise why it was set aside, starting "forged:" when it
     /// decrypts but contradicts the dealer's signed header, "damaged:" when it does not.
@@ -27,7 +28,7 @@ public struct RecoveredSecret: Sendable {
 public enum SecretRecovery {
     /// Verifies every piece against the dealer's signed header, then combines k good ones.
     ///
-    /// A piece that fails is reported as forged and left out; recovery goes on while k good
+    /// A piece that fails (forged, or a damaged release) is reported and left out; recovery goes on while k good
     /// pieces remain. Output receives only authenticated plaintext; when it fails part way,
     /// the caller discards what it wrote.
     public static func recover(
@@ -39,18 +40,31 @@ public enum SecretRecovery {
         let own = try ShareBundle.openBox(secret.box, header: header, holder: identity)
         var candidates = [Candidate(index: header.holderIndex, keyShare: own.keyShare, pieceKey: own.pieceKey,
                                     source: "your share", sender: nil, file: nil)]
+        var outcomes: [PieceOutcome] = []
+        var claimed: Set<Int> = [header.holderIndex]
+        let trusted = try keystore.peers().map(\.card)
         for path in pieceFiles {
-            let opened = try ReleasedPiece.open(path: path, secret: header, identity: identity)
-            guard !candidates.contains(where: { $0.index == opened.header.from }) else {
-                throw VaultError.duplicateIndex(opened.header.from)
+            let reading = try ReleasedPiece.read(path: path, secret: header, identity: identity, trusted: trusted)
+            let from: Int
+            switch reading {
+            case .opened(let opened): from = opened.header.from
+            case .setAside(let release, _, _): from = release.from
             }
-            candidates.append(Candidate(index: opened.header.from, keyShare: opened.keyShare, pieceKey: opened.pieceKey,
-                                        source: path, sender: opened.header.sender, file: (path, opened.bodyOffset)))
+            guard claimed.insert(from).inserted else { throw VaultError.duplicateIndex(from) }
+            switch reading {
+            case .opened(let opened):
+                candidates.append(Candidate(index: from, keyShare: opened.keyShare, pieceKey: opened.pieceKey,
+                                            source: path, sender: opened.sender, file: (path, opened.bodyOffset)))
+            case .setAside(_, let sender, let problem):
+                // One bad release costs its own piece only: recovery goes on with the others.
+                let outcome = PieceOutcome(source: path, index: from, sender: sender, problem: problem)
+                verified(outcome)
+                outcomes.append(outcome)
+            }
         }
 
         let pieceLength = Dispersal.pieceLength(dataLength: header.ciphertextLength, k: header.threshold)
         let sealedLength = SecretStream.sealedLength(plaintext: pieceLength)
-        var outcomes: [PieceOutcome] = []
         var good: [Candidate] = []
         for candidate in candidates {
             let problem = try candidate.file == nil
@@ -72,8 +86,16 @@ public enum SecretRecovery {
 
         let chosen = Array(good.prefix(header.threshold))
         let dataKey = Shamir.combine(chosen.map { (x: UInt8($0.index), share: $0.keyShare) })
-        let payload = PayloadParser(expectedType: header.type.rawValue, metadataReady: metadataReady, content: output)
-        let layer = PasswordLayerParser(payload: payload, password: password)
+        // A key is exactly 32 bytes (FORMAT.md §10): a shorter or longer one is refused, never
+        // handed on as a weaker key.
+        var keyBytes = 0
+        let content: (UnsafeRawBufferPointer) throws -> Void = header.type != .key ? output : { bytes in
+            keyBytes += bytes.count
+            guard keyBytes <= SharedKey.length else { throw VaultError.badKey }
+            try output(bytes)
+        }
+        let payload = PayloadParser(expectedType: header.type.rawValue, metadataReady: metadataReady, content: content)
+        let layer = PasswordLayerParser(payload: payload, expected: header.passwordProtected, password: password)
         let outer = StreamOpener(key: dataKey, emit: layer.write)
         try keystore.withSealedPiece(secret) { ownSource in
             let readers = try chosen.map { candidate -> PieceReader in
@@ -89,7 +111,16 @@ public enum SecretRecovery {
                 let segments = try readers.map { try $0.read(segment) }
                 try stripe.withUnsafeMutableBytes { target in
                     withBuffers(segments) { decoder.decode($0, into: target) }
-                    try outer.write(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(target)[0..<data]))
+                    // The dealer zero-pads the last stripe (FORMAT.md §8); other padding is a
+                    // second encoding of the same ciphertext, so it is refused.
+                    guard UnsafeRawBufferPointer(target)[data..<header.threshold * segment].allSatisfy({ $0 == 0 }) else {
+                        throw VaultError.corruptSecret("the last stripe's padding is not zero")
+                    }
+                    do {
+                        try outer.write(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(target)[0..<data]))
+                    } catch let failure as SecretStream.Failure {
+                        throw ciphertextError(failure)
+                    }
                 }
             }
             try readers.forEach { try $0.finish() }
@@ -97,24 +128,34 @@ public enum SecretRecovery {
         do {
             try outer.finish()
         } catch let failure as SecretStream.Failure {
-            throw failure == .forged ? VaultError.corruptSecret("the ciphertext does not authenticate") : VaultError.truncated(what: "the ciphertext")
+            throw ciphertextError(failure)
         }
         try layer.finish()
+        guard header.type != .key || keyBytes == SharedKey.length else { throw VaultError.badKey }
         return RecoveredSecret(type: header.type, metadata: payload.metadata ?? SecretMetadata(), pieces: outcomes)
     }
 
     /// Checks one released piece as ``recover(_:keystore:identity:pieceFiles:password:metadataReady:verified:output:)``
     /// will: nil if it matches the dealer's commitment and proof key, else what is wrong
-    /// with it. Throws for a piece of another secret or for another holder.
+    /// with it ("damaged: …" for a release whose sealed keys do not open). Throws for a piece
+    /// of another secret or for another holder.
     public static func check(piece path: String, of secret: StoredSecret, identity: Identity) throws -> String? {
         let header = secret.header
-        let opened = try ReleasedPiece.open(path: path, secret: header, identity: identity)
+        let opened: ReleasedPiece.Opened
+        switch try ReleasedPiece.read(path: path, secret: header, identity: identity, trusted: []) {
+        case .opened(let piece): opened = piece
+        case .setAside(_, _, let problem): return problem
+        }
         let candidate = Candidate(index: opened.header.from, keyShare: opened.keyShare, pieceKey: opened.pieceKey,
-                                  source: path, sender: opened.header.sender, file: (path, opened.bodyOffset))
+                                  source: path, sender: opened.sender, file: (path, opened.bodyOffset))
         let sealedLength = SecretStream.sealedLength(plaintext: Dispersal.pieceLength(dataLength: header.ciphertextLength,
                                                                                      k: header.threshold))
         return try verify(candidate, header: header, sealedLength: sealedLength,
                           source: FileSource.skipping(opened.bodyOffset, of: path))
+    }
+
+    private static func ciphertextError(_ failure: SecretStream.Failure) -> VaultError {
+        failure == .truncated ? .truncated(what: "the ciphertext") : .corruptSecret("the ciphertext \(failure)")
     }
 
     private struct Candidate {
@@ -135,6 +176,8 @@ public enum SecretRecovery {
             try reader.drain()
         } catch VaultError.truncated {
             return "damaged: it is truncated"
+        } catch VaultError.malformed(_, let detail) {
+            return "damaged: \(detail)"
         } catch {
             return "damaged: it does not decrypt"
         }
@@ -218,7 +261,7 @@ final class PieceReader {
     private func pull() throws -> Bool {
         guard !finished else { return false }
         if left == 0 {
-            do { try opener.finish() } catch { throw VaultError.malformed(what: "a piece", detail: "it does not decrypt") }
+            do { try opener.finish() } catch let failure as SecretStream.Failure { throw failure.error("it", in: "a piece") }
             finished = true
             return true
         }
@@ -232,8 +275,8 @@ final class PieceReader {
         left -= UInt64(got)
         do {
             try buffer.withUnsafeBytes { try opener.write(UnsafeRawBufferPointer(rebasing: $0[0..<got])) }
-        } catch is SecretStream.Failure {
-            throw VaultError.malformed(what: "a piece", detail: "it does not decrypt")
+        } catch let failure as SecretStream.Failure {
+            throw failure.error("it", in: "a piece")
         }
         return true
     }

@@ -30,13 +30,31 @@ enum SecretStream {
     }
 
     /// Why a stream failed to open.
-    enum Failure: Error, Equatable {
+    enum Failure: Error, Equatable, CustomStringConvertible {
         /// A chunk did not authenticate: a wrong key, or altered data.
         case forged
         /// The stream ended before its FINAL chunk.
         case truncated
         /// Data followed the FINAL chunk.
         case trailingData
+        /// A chunk carried PUSH or REKEY, which vault never writes.
+        case unexpectedTag
+
+        /// As a ``VaultError`` about `what` ("its piece", "the ciphertext"): a forged chunk
+        /// reads "does not decrypt", the others say in words what is wrong with the framing.
+        func error(_ what: String, in container: String) -> VaultError {
+            .malformed(what: container, detail: "\(what) \(self == .forged ? "does not decrypt" : description)")
+        }
+
+        /// In words, to follow "the stream" or a name for it.
+        var description: String {
+            switch self {
+            case .forged: "does not authenticate (a wrong key, or altered data)"
+            case .truncated: "ends before its final chunk"
+            case .trailingData: "has data after its final chunk"
+            case .unexpectedTag: "has a chunk tagged other than message or final"
+            }
+        }
     }
 }
 
@@ -185,6 +203,11 @@ final class StreamOpener {
         }
         guard status == 0 else { throw SecretStream.Failure.forged }
         let isFinal = tag == UInt8(crypto_secretstream_xchacha20poly1305_TAG_FINAL)
+        // PUSH and REKEY are never written; REKEY would even change the keys mid-stream. One
+        // encoding per stream: MESSAGE before the last chunk, FINAL on it.
+        guard isFinal || tag == UInt8(crypto_secretstream_xchacha20poly1305_TAG_MESSAGE) else {
+            throw SecretStream.Failure.unexpectedTag
+        }
         if isFinal && !last { throw SecretStream.Failure.trailingData }
         if !isFinal && last { throw SecretStream.Failure.truncated }
         // A chunk before the last must be full: the framing allows one encoding only.

@@ -41,7 +41,11 @@ public struct BundleHeader: Equatable, Sendable {
     public let holderTags: [[UInt8]]
 
     static let maximumDescription = 1024
-    static let maximumLength = 128 * 1024
+    /// The largest header the fields allow (FORMAT.md §9): 255 holders with 255-byte labels,
+    /// the longest description, a key id and a replaced id. 90954 bytes; the cap is one a
+    /// header can reach, so a longer length is refused before it is read.
+    static let maximumLength = 16 + 8 + 1 + (2 + maximumDescription) + 3 + 8 + KeyCard.encodedLength + 32 + 1 + (1 + 16) + 16
+        + (1 + 255 * (1 + Label.maximumBytes)) + 255 * 96
 
     /// The id as 32 hex digits.
     public var secretIDHex: String { secretID.hex }
@@ -133,7 +137,7 @@ public struct BundleHeader: Equatable, Sendable {
             createdAt = try r.u64()
             guard let type = SecretType(rawValue: try r.u8()) else { throw fail("unknown secret type") }
             self.type = type
-            description = try r.string16()
+            description = try r.string16("description")
             guard description.utf8.count <= Self.maximumDescription else { throw fail("description too long") }
             threshold = Int(try r.u8())
             count = Int(try r.u8())
@@ -161,7 +165,7 @@ public struct BundleHeader: Equatable, Sendable {
             keyID = type == .key ? try r.raw(16) : nil
             switch try r.u8() {
             case 0: labels = nil
-            case 1: labels = try (0..<count).map { _ in try Label(try r.string8()) }
+            case 1: labels = try (0..<count).map { _ in try Self.parseLabel(&r) }
             default: throw fail("bad labels flag")
             }
             var commitments: [[UInt8]] = [], keys: [[UInt8]] = [], tags: [[UInt8]] = []
@@ -185,6 +189,23 @@ public struct BundleHeader: Equatable, Sendable {
         } catch {
             throw fail("\(error)")
         }
+        // The box carries BLAKE2b(header) as re-encoded here: the received bytes must be the
+        // one encoding of what was parsed, or a header that verifies would open nothing.
+        guard encoded() == bytes else { throw fail("the header is not canonically encoded") }
+    }
+
+    /// A holder label as it is on the wire. Labels the user types are normalised (``Label``),
+    /// but a signed header is hashed as received, so a label not already in NFC is refused
+    /// here rather than re-encoded into bytes the dealer never signed.
+    private static func parseLabel(_ r: inout ByteReader) throws -> Label {
+        let bytes = try r.raw(Int(try r.u8()))
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw ByteReader.Failure.invalid("a holder label is not UTF-8")
+        }
+        guard Array(text.precomposedStringWithCanonicalMapping.utf8) == bytes else {
+            throw ByteReader.Failure.invalid("a holder label is not in Unicode NFC")
+        }
+        return try Label(text)
     }
 }
 
@@ -261,8 +282,13 @@ enum ShareBundle {
     /// Opens the box: the key share and the piece key, once the header hash inside matches.
     static func openBox(_ body: [UInt8], header: BundleHeader, holder: Identity) throws(VaultError)
         -> (keyShare: SecureBytes, pieceKey: SecureBytes) {
-        guard let plain = Box.open(body, from: header.dealer.agreementKey, to: holder), plain.count == boxPlaintextLength else {
+        // The header names the holder key in the clear: only a box addressed elsewhere is
+        // "another identity"; one addressed here that fails its MAC was altered.
+        guard Sodium.equal(header.holderKey, holder.card.agreementKey) else {
             throw .notForThisIdentity(what: "the share bundle")
+        }
+        guard let plain = Box.open(body, from: header.dealer.agreementKey, to: holder), plain.count == boxPlaintextLength else {
+            throw .damaged(what: "the share bundle", detail: "its sealed keys do not open")
         }
         let bound = plain.slice(64..<96).withUnsafeBytes(Array.init)
         guard Sodium.equal(bound, headerHash(header)) else {

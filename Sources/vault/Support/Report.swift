@@ -101,7 +101,7 @@ enum Report {
             default: "check the card for typing errors, or import it from its QR code with --image FILE"
             }
         case .invalidLabel:
-            "labels use letters, digits, spaces and . _ - @ + ' (at most 64 characters)"
+            "labels use letters, digits, spaces and . _ - @ + ' (at most 64 characters and 255 bytes)"
         case .ownCard:
             "import the other person's key card; 'vault id' shows yours"
         case .duplicatePeerKey(let label):

@@ -13,6 +13,17 @@ import Testing
         #expect(throws: VaultError.self) { try Label(text) }
     }
 
+    /// Finding 11: 64 four-byte characters are 256 UTF-8 bytes, one more than a label's
+    /// 1-byte length field in a bundle header holds (`share --labels` trapped on them).
+    @Test func refusesLabelsLongerThanTheirLengthField() throws {
+        let wide = "\u{20000}"
+        #expect(throws: VaultError.invalidLabel(String(repeating: wide, count: 64), reason: "it is longer than 255 bytes in UTF-8")) {
+            try Label(String(repeating: wide, count: 64))
+        }
+        #expect(try Label(String(repeating: wide, count: 63) + "東").value.utf8.count == 255)
+        #expect(Label.sanitized(String(repeating: wide, count: 64)).value.utf8.count == 252)
+    }
+
     @Test func comparesWithoutCase() throws {
         #expect(try Label("Alice").key == Label("alice").key)
         #expect(try Label("Ǆ").key == Label("ǆ").key)

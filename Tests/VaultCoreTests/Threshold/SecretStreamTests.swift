@@ -1,3 +1,4 @@
+import CSodium
 import Testing
 @testable import VaultCore
 
@@ -38,6 +39,17 @@ import Testing
         #expect(SecretStream.plaintextLength(sealed: UInt64(sealed.count)) == UInt64(length))
         #expect(try open(sealed, key: key) == data)
         #expect(try open(sealed, key: key, step: 1) == data || length > 70_000)
+    }
+
+    /// Finding 15: vault writes MESSAGE then FINAL only; a chunk tagged PUSH or REKEY (the
+    /// first one here) is a second encoding and is refused.
+    @Test(arguments: [crypto_secretstream_xchacha20poly1305_TAG_PUSH, crypto_secretstream_xchacha20poly1305_TAG_REKEY])
+    func refusesAChunkTaggedPushOrRekey(tag: Int32) throws {
+        let key = SecureRandom().secureBytes(32)
+        let stream = CraftedDeal.sealed(chunks: [(Array(repeating: 1, count: 65536), tag),
+                                                 (Array(repeating: 2, count: 10), Int32(crypto_secretstream_xchacha20poly1305_TAG_FINAL))],
+                                        key: key)
+        #expect(throws: SecretStream.Failure.self) { try open(stream, key: key) }
     }
 
     @Test func refusesTamperingTruncationAndTrailingData() throws {

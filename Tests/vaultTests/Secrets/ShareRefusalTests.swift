@@ -41,7 +41,8 @@ import VaultTestSupport
             let headerLength = Int(bytes[5]) << 24 | Int(bytes[6]) << 16 | Int(bytes[7]) << 8 | Int(bytes[8])
             bytes[9 + headerLength + 64 + 30] ^= 1
         }
-        #expect(try bob.fails("secrets", "import", boxFlip).contains("sealed to another identity"))
+        // Finding 16: addressed to bob but altered, not "sealed to another identity".
+        #expect(try bob.fails("secrets", "import", boxFlip).contains("the share bundle is damaged or altered: its sealed keys do not open"))
         let longer = try copy(bundle("bob"), "l.vshare") { $0.append(0) }
         #expect(try bob.fails("secrets", "import", longer).contains("bytes follow the piece"))
         let notABundle = try circle.files.write("x.vshare", Array("hello, world".utf8))
