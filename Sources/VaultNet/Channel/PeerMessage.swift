@@ -15,10 +15,13 @@ public enum PeerMessageType: UInt8, Sendable {
     case refused = 5
     /// The server's first message when it trusts the client, or will pair with it: empty.
     case welcome = 6
-    /// Pairing, client first then server: its card (65) ‖ its label (UTF-8).
+    /// Pairing, client first then server: its card (65) ‖ its signature over the handshake
+    /// hash (64) ‖ a value (32: the client's commitment, the server's nonce) ‖ its label.
     case pairCard = 7
     /// Pairing, client first then server: 1 if its person confirmed the code, else 0.
     case pairDecision = 8
+    /// Pairing, client: the nonce it committed to in its card message (32).
+    case pairReveal = 9
 
     /// The largest body accepted for this type.
     var maximumBody: UInt64 {
@@ -27,8 +30,9 @@ public enum PeerMessageType: UInt8, Sendable {
         case .deliverResult, .refused: 1 + 512
         case .pieceRequest: 16 + 1 + 1 + 64
         case .welcome: 0
-        case .pairCard: 65 + 64 * 4
+        case .pairCard: 65 + 64 + 32 + 255
         case .pairDecision: 1
+        case .pairReveal: 32
         }
     }
 }

@@ -35,7 +35,11 @@ public final class SecureChannel {
     }
 
     /// Runs the handshake on `connection`, then `body`; closes the connection afterwards.
+    /// With `expectedRemote`, an initiator checks the responder's static key as soon as
+    /// message 2 reveals it, and aborts before message 3 reveals its own: a spoofed mDNS
+    /// answer learns nothing about who was looking for whom.
     static func run<T>(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>, initiator: Bool, identity: Identity,
+                       expectedRemote: (key: [UInt8], label: String)? = nil,
                        _ body: (SecureChannel) async throws -> T) async throws -> T {
         let channel = connection.channel
         // A handshake dribbled in one byte at a time passes the idle check: bound it whole.
@@ -48,14 +52,24 @@ public final class SecureChannel {
                 return Array(frame.readableBytesView)
             }
             func write(_ bytes: [UInt8]) async throws { try await outbound.write(ByteBuffer(bytes: bytes)) }
+            // vault sends nothing in handshake payloads; a payload is refused rather than hashed,
+            // so a man in the middle has no free bytes to vary the handshake hash with.
+            func readEmpty() async throws {
+                guard try handshake.readMessage(try await read()).isEmpty else {
+                    throw NetError.protocolViolation("a handshake message carries a payload")
+                }
+            }
             if initiator {
                 try await write(handshake.writeMessage())
-                _ = try handshake.readMessage(try await read())
+                try await readEmpty()
+                if let expectedRemote, handshake.remoteStatic != expectedRemote.key {
+                    throw NetError.unexpectedPeer(expected: expectedRemote.label)
+                }
                 try await write(handshake.writeMessage())
             } else {
-                _ = try handshake.readMessage(try await read())
+                try await readEmpty()
                 try await write(handshake.writeMessage())
-                _ = try handshake.readMessage(try await read())
+                try await readEmpty()
             }
             deadline.cancel()
             let secure = SecureChannel(inbound: iterator, outbound: outbound, session: try handshake.session(),

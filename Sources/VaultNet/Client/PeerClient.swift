@@ -8,14 +8,14 @@ public enum PeerClient {
     /// Connects to `peer` at `address` and checks that it proves the key trusted under its label.
     static func connect<T>(to peer: Peer, at address: PeerAddress, identity: Identity,
                            _ body: (SecureChannel) async throws -> T) async throws -> T {
-        try await connectUnknown(at: address, identity: identity) { channel in
+        try await connectUnknown(at: address, identity: identity, expecting: (peer.card.agreementKey, peer.label.value)) { channel in
             guard channel.remoteKey == peer.card.agreementKey else { throw NetError.unexpectedPeer(expected: peer.label.value) }
             return try await body(channel)
         }
     }
 
     /// Connects to whoever answers at `address` (pairing), and waits for its welcome.
-    static func connectUnknown<T>(at address: PeerAddress, identity: Identity,
+    static func connectUnknown<T>(at address: PeerAddress, identity: Identity, expecting: (key: [UInt8], label: String)? = nil,
                                   _ body: (SecureChannel) async throws -> T) async throws -> T {
         let connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>
         do {
@@ -25,7 +25,7 @@ public enum PeerClient {
         } catch {
             throw NetError.unreachable("\(address): \(describe(error))")
         }
-        return try await SecureChannel.run(connection, initiator: true, identity: identity) { channel in
+        return try await SecureChannel.run(connection, initiator: true, identity: identity, expectedRemote: expecting) { channel in
             let (type, answer) = try await channel.receive()
             switch type {
             case .welcome: return try await body(channel)

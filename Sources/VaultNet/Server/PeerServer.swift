@@ -18,6 +18,12 @@ public final class PeerServer: @unchecked Sendable {
     private let slots = ConnectionSlots()
     private let throttled: LogThrottle
     private let approvals: ReleaseApprovals
+    /// Pairing attempts, all keys together: each is a prompt on a person's screen, and each
+    /// is one more draw for a man in the middle hoping two codes match.
+    private let pairingLimiter = RateLimiter(limit: NetLimits.pairingAttemptsPerMinute)
+    /// One pairing at a time: two prompts at once could be confused for each other.
+    private var pairingInProgress = false
+    private let pairingLock = NSLock()
 
     /// A server for `identity`, storing into `keystore`. With `confirm`, each incoming share
     /// is put to it first; it answers no when nobody can be asked.
@@ -82,6 +88,16 @@ public final class PeerServer: @unchecked Sendable {
             }
             guard let peer = try keystore.peers().first(where: { $0.card.agreementKey == channel.remoteKey }) else {
                 if let pairingUntil, let pairingConfirm, Date() < pairingUntil {
+                    guard pairingLimiter.allow([]) else {
+                        throttled.note("pairing-rate", "refused a pairing attempt: more than \(NetLimits.pairingAttemptsPerMinute) this minute")
+                        return try await channel.refuse(.rateLimited)
+                    }
+                    let claimed = pairingLock.withLock { () -> Bool in
+                        defer { pairingInProgress = true }
+                        return !pairingInProgress
+                    }
+                    guard claimed else { return try await channel.refuse(.busy, "another pairing is in progress") }
+                    defer { pairingLock.withLock { pairingInProgress = false } }
                     return try await pair(on: channel, confirm: pairingConfirm)
                 }
                 throttled.note("untrusted", "refused an untrusted key from \(connection.channel.remoteAddress?.description ?? "?")")
@@ -109,15 +125,25 @@ public final class PeerServer: @unchecked Sendable {
             log("refused an untrusted key: it did not ask to pair")
             return try await channel.refuse(.untrusted)
         }
-        let (card, label) = try Pairing.parseCard(body, remoteKey: channel.remoteKey)
+        let hash = channel.handshakeHash
+        let (card, label, commitment) = try Pairing.parseCard(body, remoteKey: channel.remoteKey, handshakeHash: hash)
         do {
             try keystore.checkNewPeer(card, label: label)
         } catch {
-            log("refused to pair with '\(label)': \(error)")
+            log("refused to pair with '\(TerminalText.escaped(label.value))': \(error)")
             return try await channel.refuse(.pairingDeclined, error.description)
         }
-        try await channel.send(.pairCard, Pairing.cardMessage(identity))
-        let mine = await Pairing.ask(confirm, Pairing.code(handshakeHash: channel.handshakeHash), card, label)
+        // Our nonce goes out only after the client's commitment arrived, and the code is
+        // shown only after the client revealed a nonce matching it.
+        let nonce = SecureRandom().bytes(Pairing.nonceLength)
+        try await channel.send(.pairCard, Pairing.cardMessage(identity, handshakeHash: hash, value: nonce))
+        let (revealType, revealed) = try await channel.receive()
+        guard revealType == .pairReveal, revealed.count == Pairing.nonceLength,
+              Pairing.commitment(handshakeHash: hash, nonce: revealed) == commitment else {
+            log("refused to pair with '\(TerminalText.escaped(label.value))': its nonce does not match its commitment (a man in the middle?)")
+            return try await channel.refuse(.pairingDeclined, "the revealed nonce does not match the commitment")
+        }
+        let mine = await Pairing.ask(confirm, Pairing.code(handshakeHash: hash, clientNonce: revealed, serverNonce: nonce), card, label)
         let (answerType, answer) = try await channel.receive()
         guard answerType == .pairDecision, answer.count == 1 else { throw NetError.protocolViolation("expected a pairing decision") }
         try await channel.send(.pairDecision, [mine ? 1 : 0])

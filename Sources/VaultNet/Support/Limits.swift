@@ -29,6 +29,8 @@ public enum NetLimits {
     public static let establishedConnections = 64
     /// The longest pairing window `vault serve --pairing` opens: 5 minutes.
     public static let maximumPairingWindow: Double = 300
+    /// Pairing attempts `vault serve --pairing` accepts per minute, from all keys together.
+    public static let pairingAttemptsPerMinute = 5
     /// Piece requests one peer may make per minute (asking again about a request that
     /// waits for consent does not count).
     public static let pieceRequestsPerMinute = 10
