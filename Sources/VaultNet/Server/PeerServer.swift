@@ -174,7 +174,7 @@ public final class PeerServer: @unchecked Sendable {
                 return try await answer(nil, "stored")
             }
             if let confirm {
-                let question = "Store a share of \(header.type) \(header.secretIDHex.prefix(16)) from '\(peer.label)' (\(header.description))?"
+                let question = "Store a share of \(header.type) \(header.secretIDHex.prefix(16)) from '\(peer.label)' (\(TerminalText.escaped(header.description)))?"
                 guard confirm(question) else {
                     log("did not store a share from '\(peer.label)': not confirmed")
                     return try await answer(.notConfirmed, "")

@@ -114,7 +114,8 @@ struct ItemList: ParsableCommand {
         let day = DateFormatter()
         day.dateFormat = "yyyy-MM-dd"
         for e in entries {
-            let text = [e.title.isEmpty ? "-" : e.title, e.description].filter { !$0.isEmpty }.joined(separator: "  ")
+            let text = [e.title.isEmpty ? "-" : e.title, e.description].filter { !$0.isEmpty }.map { TerminalText.escaped($0) }
+                .joined(separator: "  ")
             print("\(e.id.prefix(16))  \(e.type)\(e.password ? " (password)" : "")  \(text)  \(e.size) B  \(day.string(from: e.created))  key \(e.key ?? String(e.keyID.prefix(16)))"
                 + (e.new ? "  new" : ""))
         }

@@ -48,9 +48,9 @@ struct ItemShow: AsyncParsableCommand {
         }, content: sink)
         if type == .password && file == nil { try Array("\n".utf8).withUnsafeBytes(sink) }
         try file?.commit()
-        if let name = metadata.fileName { Terminal.standardError("file name: \(name)") }
-        if let username = metadata.username { Terminal.standardError("username: \(username)") }
-        if let url = metadata.url { Terminal.standardError("url: \(url)") }
+        if let name = metadata.fileName { Terminal.standardError("file name: \(TerminalText.escaped(name))") }
+        if let username = metadata.username { Terminal.standardError("username: \(TerminalText.escaped(username))") }
+        if let url = metadata.url { Terminal.standardError("url: \(TerminalText.escaped(url))") }
     }
 }
 

@@ -122,7 +122,7 @@ func importItem(from source: inout any ByteSource, keystore: Keystore, keys: Pas
             let question = access.agent == nil
                 ? "Key '\(holding.displayName)' is needed to verify this item. Recover it from its holders for this import?"
                 : "Key '\(holding.displayName)' is locked. Recover it from its holders and unlock it for 15 minutes?"
-            guard try Terminal.confirm(question, details: ["item  \(header.type) \(header.itemIDHex.prefix(16))  \(header.title)"],
+            guard try Terminal.confirm(question, details: ["item  \(header.type) \(header.itemIDHex.prefix(16))  \(TerminalText.escaped(header.title))"],
                                        what: "recovering a key") else { throw CLIError.cancelled }
         }
         return try await recovery.recoverKey(holding, keystore: keystore, keys: keys)

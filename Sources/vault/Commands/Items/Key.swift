@@ -100,7 +100,7 @@ struct KeysList: AsyncParsableCommand {
         for entry in entries {
             let state = entry.unlockedUntil.map { "unlocked until \(time.string(from: $0))" } ?? "locked"
             print("\(entry.keyID.prefix(16))  \(entry.name ?? "-")  \(state)  \(entry.items) item\(entry.items == 1 ? "" : "s")"
-                + "  \(entry.threshold) of \(entry.holders)" + (entry.description.isEmpty ? "" : "  \(entry.description)"))
+                + "  \(entry.threshold) of \(entry.holders)" + (entry.description.isEmpty ? "" : "  \(TerminalText.escaped(entry.description))"))
         }
     }
 }

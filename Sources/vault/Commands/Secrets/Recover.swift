@@ -100,9 +100,9 @@ struct Recover: AsyncParsableCommand {
         // A password ends its line on standard output, as `pass show` does; a file gets it exact.
         if type == .password && file == nil { try Array("\n".utf8).withUnsafeBytes(sink) }
         try file?.commit()
-        if let name = result.metadata.fileName { Terminal.standardError("file name: \(name)") }
-        if let username = result.metadata.username { Terminal.standardError("username: \(username)") }
-        if let url = result.metadata.url { Terminal.standardError("url: \(url)") }
+        if let name = result.metadata.fileName { Terminal.standardError("file name: \(TerminalText.escaped(name))") }
+        if let username = result.metadata.username { Terminal.standardError("username: \(TerminalText.escaped(username))") }
+        if let url = result.metadata.url { Terminal.standardError("url: \(TerminalText.escaped(url))") }
         let used = result.pieces.filter { $0.problem == nil }.compactMap(\.index).prefix(secret.header.threshold)
         Terminal.standardError("recovered \(type) \(secret.header.secretIDHex.prefix(16)) from pieces \(used.map(String.init).joined(separator: ", "))"
             + (output.map { " into \($0)" } ?? ""))

@@ -56,7 +56,7 @@ struct SecretsList: ParsableCommand {
         for secret in secrets {
             let h = secret.header
             print([String(h.secretIDHex.prefix(16)) + "  ", pad(secret.name ?? "-", 16), pad(h.type.description, 10),
-                   pad("\(h.threshold)/\(h.count)", 7), pad("\(h.holderIndex)", 7), h.description].joined())
+                   pad("\(h.threshold)/\(h.count)", 7), pad("\(h.holderIndex)", 7), TerminalText.escaped(h.description)].joined())
         }
     }
 }
@@ -80,7 +80,7 @@ struct SecretsShow: ParsableCommand {
         print("id           \(info.id)")
         print("name         \(info.name ?? "-")")
         print("type         \(info.type)")
-        print("description  \(info.description.isEmpty ? "-" : info.description)")
+        print("description  \(info.description.isEmpty ? "-" : TerminalText.escaped(info.description))")
         print("threshold    \(info.threshold) of \(info.count)")
         print("your index   \(info.index) (\(info.role))")
         print("dealer       \(info.dealer)")
