@@ -14,6 +14,6 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         fuzzCheck(PieceRequest(request.encoded) == request, "piece request round trip")
     }
     _ = RefusalCode.parse(bytes)
-    _ = try? Pairing.parseCard(bytes, remoteKey: Array(repeating: 3, count: 32))
+    _ = try? Pairing.parseCard(bytes, remoteKey: Array(repeating: 3, count: 32), handshakeHash: Array(repeating: 4, count: 64))
     return 0
 }
