@@ -26,7 +26,9 @@ final class PieceStage: @unchecked Sendable {
     }
 
     deinit {
-        queue.sync {}
+        // Every queued block holds `self`, so no block is pending once this runs. Waiting on
+        // the queue here would deadlock (a trap) whenever the last reference goes on the
+        // queue itself: a failed write, for example, whose caller unwound first.
         buffers.forEach { $0.deallocate() }
     }
 
