@@ -2,8 +2,9 @@ import CSodium
 
 /// A buffer for secret key material.
 ///
-/// The memory is locked with `sodium_mlock` where the system allows it (so it is not swapped
-/// out) and zeroed when the buffer is released. It is deliberately not
+/// The memory comes from `sodium_malloc`: pages of its own between guard pages, with a
+/// canary, locked where the system allows it (so it is not swapped out), and zeroed when the
+/// buffer is released. It is deliberately not
 /// `CustomStringConvertible`, `Codable` or `Equatable`: the only ways to read it are the
 /// scoped accessors below, and comparison must be ``constantTimeEquals(_:)``.
 public final class SecureBytes {
@@ -16,10 +17,12 @@ public final class SecureBytes {
         precondition(count >= 0)
         Sodium.ready
         self.count = count
-        base = .allocate(byteCount: max(count, 1), alignment: 16)
-        base.initializeMemory(as: UInt8.self, repeating: 0, count: max(count, 1))
-        // Locking can fail under RLIMIT_MEMLOCK; the buffer is still zeroed on release.
-        _ = sodium_mlock(base, count)
+        // Pages of its own: secrets sharing a locked page with others would be unlocked (and
+        // could be swapped out) when a neighbour is freed. sodium_malloc still succeeds when
+        // mlock fails under RLIMIT_MEMLOCK, and is nil only when mmap fails.
+        guard let memory = sodium_malloc(max(count, 1)) else { fatalError("out of memory for secret bytes") }
+        base = memory
+        sodium_memzero(base, max(count, 1))
     }
 
     /// A locked copy of `bytes`. The caller remains responsible for wiping its own copy.
@@ -30,11 +33,8 @@ public final class SecureBytes {
     }
 
     deinit {
-        // sodium_munlock zeroes before unlocking; the explicit memzero covers the case
-        // where locking failed and munlock is a no-op.
-        sodium_memzero(base, count)
-        _ = sodium_munlock(base, count)
-        base.deallocate()
+        // sodium_free checks the canary, zeroes, unlocks and unmaps the pages.
+        sodium_free(base)
     }
 
     /// Reads the bytes inside `body`. The pointer must not escape.

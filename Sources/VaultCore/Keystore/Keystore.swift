@@ -73,6 +73,7 @@ public final class Keystore: Sendable {
                     arguments: [label.value, Data(identity.card.encoded), stored.format.rawValue, blob,
                                 Int64(Date().timeIntervalSince1970)])
             }
+            try keystore.scrubJournal()
             return keystore
         } catch {
             if created { FileModes.removeDatabaseFiles(home.keystorePath) }
@@ -142,6 +143,7 @@ public final class Keystore: Sendable {
                 sql: "UPDATE identity SET secret_format = ?, secret = ? WHERE id = 1",
                 arguments: [format.rawValue, blob])
         }
+        try scrubJournal()
     }
 
     // MARK: - Plumbing
@@ -161,8 +163,25 @@ public final class Keystore: Sendable {
             try db.execute(sql: "PRAGMA synchronous = FULL")
             // Deleted rows (old sealed keys, removed peers) are overwritten, not left in free pages.
             try db.execute(sql: "PRAGMA secure_delete = ON")
+            // A WAL reset by a checkpoint is cut back to nothing, so old page images (old keys)
+            // do not linger past it in the file's unused tail.
+            _ = try Int.fetchOne(db, sql: "PRAGMA journal_size_limit = 0")
         }
         return try storage { try DatabaseQueue(path: path, configuration: configuration) }
+    }
+
+    /// Copies the WAL into the database and empties it, after a write of identity secrets.
+    /// Until then the old key pages (perhaps unencrypted) stay in the WAL and in the main
+    /// file, and SQLite checkpoints on close only when no other connection holds the file.
+    func scrubJournal() throws(VaultError) {
+        let busy = try Self.storage {
+            try database.writeWithoutTransaction { db in
+                try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")?[0] as Int? ?? 1
+            }
+        }
+        guard busy == 0 else {
+            throw .storage("the keys were changed, but another process reading the keystore keeps the old ones in its journal: run the command again once it has finished")
+        }
     }
 
     private func migrate() throws(VaultError) {

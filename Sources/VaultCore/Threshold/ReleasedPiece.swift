@@ -20,6 +20,13 @@ public enum ReleasedPiece {
     /// Everything before the sealed piece.
     static let bodyOffset = 9 + headerLength + ShareBundle.bodyPrefixLength
 
+    /// The exact length of a released piece of `secret`: a receiver refuses any other before
+    /// it stores a byte.
+    public static func length(for secret: BundleHeader) -> UInt64 {
+        let piece = Dispersal.pieceLength(dataLength: secret.ciphertextLength, k: secret.threshold)
+        return UInt64(bodyOffset) + SecretStream.sealedLength(plaintext: piece)
+    }
+
     struct Header: Equatable {
         let secretID: [UInt8]
         let from: Int

@@ -336,6 +336,43 @@ enum Box {
     }
 }
 
+/// A share bundle's prefix, parsed as the bundle arrives over the network: the receiver
+/// learns the dealer and the bundle's exact length from the signed header before it stores
+/// any of the body, so an announced length cannot make it fill the disk.
+public struct IncomingBundle {
+    private var bytes: [UInt8] = []
+
+    /// Ready to take the bundle's first bytes.
+    public init() {}
+
+    /// Takes the next bytes of the bundle. Returns nil while the prefix is incomplete, then
+    /// the header, the bundle's whole length by that header, and every byte taken so far.
+    /// At most one prefix (at most 9 + 90954 + 64 bytes) is held in memory.
+    public mutating func take(_ chunk: UnsafeRawBufferPointer) throws(VaultError) -> (header: BundleHeader, length: UInt64, bytes: [UInt8])? {
+        bytes += chunk
+        guard bytes.count >= 9 else { return nil }
+        let headerLength = Int(bytes[5..<9].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+        let wrongStart = Array(bytes[0..<4]) != ShareBundle.magic || bytes[4] != ShareBundle.version
+            || headerLength > BundleHeader.maximumLength
+        // A bad start is refused at once (parsePrefix says why), not after more bytes.
+        guard wrongStart || bytes.count >= 9 + headerLength + 64 else { return nil }
+        var offset = 0
+        let (header, prefix): (BundleHeader, [UInt8])
+        do {
+            (header, prefix) = try ShareBundle.parsePrefix { count in
+                let end = min(offset + count, bytes.count)
+                defer { offset = end }
+                return Array(bytes[offset..<end])
+            }
+        } catch let error as VaultError {
+            throw error
+        } catch {
+            throw .malformed(what: "the share bundle", detail: "\(error)")
+        }
+        return (header, ShareBundle.length(prefixLength: prefix.count, header: header), bytes)
+    }
+}
+
 extension BundleHeader {
     /// The header of the bundle file at `path`, once its signature verifies.
     public init(bundleAt path: String) throws {

@@ -94,6 +94,12 @@ public enum PeerClient {
             let (type, length) = try await channel.receiveHeader()
             switch type {
             case .piece:
+                // A released piece of this secret has one possible length: anything else is
+                // refused before a byte is written, so a holder cannot fill the disk.
+                let expected = ReleasedPiece.length(for: secret.header)
+                guard length == expected else {
+                    throw NetError.protocolViolation("the piece is \(length) bytes long, not the \(expected) of a piece of this secret")
+                }
                 try await channel.receiveBody(length) { try output.write($0) }
             case .refused:
                 var body: [UInt8] = []

@@ -155,17 +155,39 @@ public final class PeerServer: @unchecked Sendable {
     }
 
     private func receiveShare(from peer: Peer, length: UInt64, on channel: SecureChannel) async throws {
-        // The bundle is sealed to this identity; it is kept at 0600 and removed afterwards.
-        let incoming = try OutputFile(path: keystore.home.transientPath("vshare"))
-        try await channel.receiveBody(length) { try incoming.write($0) }
         func answer(_ code: RefusalCode?, _ text: String) async throws {
             try await channel.send(.deliverResult, [code?.rawValue ?? 0] + Array(text.utf8.prefix(512)))
         }
+        // Nothing reaches the disk before the signed header names this peer as the dealer and
+        // gives the announced length exactly: a trusted peer must not fill it with 2^40 bytes.
+        // A refusal mid-body ends the connection: the rest of the body is never read.
+        var prefix = IncomingBundle()
+        var incoming: OutputFile?
+        var header: BundleHeader?
         do {
-            let header = try BundleHeader(bundleAt: incoming.path)
-            guard header.dealer == peer.card else {
-                return try await answer(.rejectedBundle, "only a bundle's dealer may deliver it")
+            try await channel.receiveBody(length) { chunk in
+                if let incoming { return try incoming.write(chunk) }
+                let parsed: (header: BundleHeader, length: UInt64, bytes: [UInt8])?
+                do { parsed = try prefix.take(chunk) } catch let error as VaultError { throw DeliveryRefusal(error.description) }
+                guard let parsed else { return }
+                guard parsed.header.dealer == peer.card else { throw DeliveryRefusal("only a bundle's dealer may deliver it") }
+                guard parsed.length == length else {
+                    throw DeliveryRefusal("the bundle is \(length) bytes long, but its header says \(parsed.length)")
+                }
+                // The bundle is sealed to this identity; it is kept at 0600 and removed afterwards.
+                let file = try OutputFile(path: keystore.home.transientPath("vshare"))
+                try parsed.bytes.withUnsafeBytes { try file.write($0) }
+                (incoming, header) = (file, parsed.header)
             }
+        } catch let refusal as DeliveryRefusal {
+            log("refused a share from '\(peer.label)': \(refusal.reason)")
+            return try await answer(.rejectedBundle, refusal.reason)
+        }
+        guard let incoming, let header else {
+            log("refused a share from '\(peer.label)': it is truncated")
+            return try await answer(.rejectedBundle, VaultError.truncated(what: "the share bundle").description)
+        }
+        do {
             // Delivery is idempotent. A sender whose acknowledgement was lost (this server
             // killed after its commit, the connection cut) delivers again; an equal signed
             // header names the very share already stored, so it is acknowledged, not refused.
@@ -243,4 +265,10 @@ public final class PeerServer: @unchecked Sendable {
         try await channel.send(.piece, length: source.size ?? 0, from: &source)
         log("released \(piece) to '\(peer.label)' (\(decision == .automatic ? "automatic release" : "approved"))")
     }
+}
+
+/// Why a delivery is refused before its body is stored.
+private struct DeliveryRefusal: Error {
+    let reason: String
+    init(_ reason: String) { self.reason = reason }
 }

@@ -84,6 +84,34 @@ import VaultTestSupport
         #expect(file.firstRange(of: Data(secret)) == nil)
     }
 
+    /// Finding 9: with another connection open, SQLite does not checkpoint on close, so the
+    /// unencrypted keys stayed in vault.sqlite (and their pages in the WAL) after a
+    /// passphrase was set.
+    @Test func settingAPassphraseLeavesNoPlainKeysBehindAnotherConnection() throws {
+        let keystore = try Keystore.create(home: home, label: Label("alice"), passphrase: nil)
+        let identity = try keystore.unlock(passphrase: nil)
+        // The signing secret's second half is its public key, which the card holds in the clear.
+        let halves = [identity.agreementSecret.withUnsafeBytes(Array.init), Array(identity.signingSecret.withUnsafeBytes(Array.init).prefix(32))]
+        let other = try DatabaseQueue(path: home.keystorePath)
+        _ = try other.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM identity") }
+        try keystore.changePassphrase(current: nil, new: SecureBytes(copying: Array("correct horse".utf8)),
+                                      scrypt: ScryptParameters(logN: 15))
+        _ = try other.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM identity") }
+        for suffix in ["", "-wal"] {
+            let bytes = [UInt8](FileManager.default.contents(atPath: home.keystorePath + suffix) ?? Data())
+            for half in halves {
+                let found = contains(bytes, half)
+                #expect(!found, "vault.sqlite\(suffix) still holds a plain key")
+            }
+        }
+        try other.close()
+    }
+
+    func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
+        guard haystack.count >= needle.count else { return false }
+        return (0...(haystack.count - needle.count)).contains { haystack[$0..<($0 + needle.count)].elementsEqual(needle) }
+    }
+
     @Test func changesAndRemovesThePassphrase() throws {
         let old = SecureBytes(copying: Array("old".utf8)), new = SecureBytes(copying: Array("new".utf8))
         let keystore = try Keystore.create(home: home, label: Label("alice"), passphrase: old)

@@ -227,3 +227,110 @@ func ask(_ channel: SecureChannel, _ request: PieceRequest) async throws -> (Pee
         }
     }
 }
+
+/// Finding 6: a `deliver` body, and a piece, were written to disk before anything about them
+/// was checked, so any trusted peer could announce 2^40 bytes and fill the disk.
+@Suite struct AnnouncedLengthTests {
+    /// Gives `bytes`, then fails: a sender that announced more than it sends.
+    struct Announcing: ByteSource {
+        struct Stop: Error {}
+        let bytes: [UInt8]
+        var offset = 0
+
+        mutating func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+            guard offset < bytes.count else { throw Stop() }
+            let count = min(buffer.count, bytes.count - offset)
+            bytes.withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress! + offset, byteCount: count) }
+            offset += count
+            return count
+        }
+    }
+
+    /// What `sender` gets back for a `deliver` announcing `length` bytes, of which it sends
+    /// only the first frame's worth: `bundle`, then zeros.
+    func deliver(_ bundle: [UInt8], announcing length: UInt64, from sender: Int, to holder: Int, _ holders: Holders,
+                 at address: PeerAddress) async throws -> (PeerMessageType, [UInt8]) {
+        let target = try holders.peer(holders.identities[holder].label.value, at: sender)
+        return try await PeerClient.connect(to: target, at: address, identity: holders.identities[sender]) { channel in
+            let firstFrame = NetLimits.framePlaintext - 10
+            let sent = Array((bundle + [UInt8](repeating: 0, count: firstFrame)).prefix(min(firstFrame, Int(min(length, UInt64(Int.max))))))
+            var source = Announcing(bytes: sent)
+            do { try await channel.send(.deliver, length: length, from: &source) } catch is Announcing.Stop {}
+            return try await channel.receive()
+        }
+    }
+
+    /// Every file in `home`, with its size.
+    func files(_ home: VaultHome) throws -> [String: UInt64] {
+        var out: [String: UInt64] = [:]
+        let enumerator = FileManager.default.enumerator(atPath: home.directory)
+        while let name = enumerator?.nextObject() as? String {
+            guard !name.hasPrefix("vault.sqlite") else { continue }
+            let attributes = try FileManager.default.attributesOfItem(atPath: home.directory + "/" + name)
+            out[name] = (attributes[.size] as? NSNumber)?.uint64Value
+        }
+        return out
+    }
+
+    @Test func aDeliveryOfTheWrongLengthOrDealerIsRefusedBeforeItIsStored() async throws {
+        let holders = try Holders(["alice", "bob", "carol", "dave"], shareCount: 2)
+        // A bundle for carol, dealt by alice, that carol does not hold yet.
+        let request = ShareRequest(type: .note, threshold: 2, holders: [(label: holders.identities[2].label, card: holders.identities[2].card)])
+        let outputs = try (0..<2).map { try OutputFile(path: holders.temporary.file("c\($0).vshare")) }
+        var content = BytesSource(Array("another secret".utf8))
+        _ = try SecretDealer.share(request, content: &content, dealer: holders.identities[0], outputs: outputs)
+        let bundle = [UInt8](try Data(contentsOf: URL(fileURLWithPath: outputs[1].path)))
+        let carol = holders.keystores[2]
+        let before = try files(carol.home), secrets = try carol.secrets().count
+        try await withServer(holders, 2) { address in
+            for (length, sender, reason) in [
+                (UInt64(1) << 40, 0, "but its header says \(bundle.count)"),
+                (UInt64(bundle.count + 1), 0, "but its header says \(bundle.count)"),
+                (UInt64(bundle.count - 1), 0, "but its header says \(bundle.count)"),
+                (UInt64(1) << 40, 3, "only a bundle's dealer may deliver it"),
+            ] {
+                let (type, body) = try await deliver(bundle, announcing: length, from: sender, to: 2, holders, at: address)
+                #expect(type == .deliverResult && body.first == RefusalCode.rejectedBundle.rawValue)
+                #expect(String(decoding: body.dropFirst(), as: UTF8.self).contains(reason), "\(String(decoding: body.dropFirst(), as: UTF8.self))")
+                #expect(try files(carol.home) == before)
+            }
+            #expect(try carol.secrets().count == secrets)
+            // The exact length is stored.
+            let (type, body) = try await deliver(bundle, announcing: UInt64(bundle.count), from: 0, to: 2, holders, at: address)
+            #expect(type == .deliverResult && body.first == 0)
+            #expect(try carol.secrets().count == secrets + 1)
+        }
+    }
+
+    @Test func aPieceOfTheWrongLengthIsRefusedBeforeItIsWritten() async throws {
+        let holders = try Holders(["alice", "bob", "carol"])
+        let expected = ReleasedPiece.length(for: try holders.secret(of: 2).header)
+        for announced in [UInt64(1) << 40, expected + 1] {
+            let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .bind(host: "127.0.0.1", port: 0) { SecureChannel.configure($0) }
+            let port = server.channel.localAddress!.port!
+            let task = Task {
+                try await server.executeThenClose { connections in
+                    for try await connection in connections {
+                        try? await SecureChannel.run(connection, initiator: false, identity: holders.identities[1]) { channel in
+                            try await channel.send(.welcome, [])
+                            let (_, length) = try await channel.receiveHeader()
+                            try await channel.receiveBody(length) { _ in }
+                            var source = Announcing(bytes: [UInt8](repeating: 0x42, count: NetLimits.framePlaintext - 10))
+                            do { try await channel.send(.piece, length: announced, from: &source) } catch is Announcing.Stop {}
+                            try await Task.sleep(nanoseconds: 2_000_000_000)
+                        }
+                    }
+                }
+            }
+            defer { task.cancel(); server.channel.close(promise: nil) }
+            let output = try OutputFile(path: holders.temporary.file("piece-\(announced)"))
+            await #expect(throws: NetError.protocolViolation("the piece is \(announced) bytes long, not the \(expected) of a piece of this secret")) {
+                try await PeerClient.requestPiece(of: try holders.secret(of: 2), from: holders.peer("bob", at: 2), holderIndex: 2,
+                                                  at: try PeerAddress("127.0.0.1:\(port)"), identity: holders.identities[2], into: output)
+            }
+            let attributes = try FileManager.default.attributesOfItem(atPath: output.path)
+            #expect((attributes[.size] as? NSNumber)?.uint64Value == 0)
+        }
+    }
+}

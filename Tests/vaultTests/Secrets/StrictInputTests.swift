@@ -22,6 +22,24 @@ import VaultTestSupport
         #expect(try BundleHeader(bundleAt: circle.files.file("\(fits).vshare")).labels?.map(\.value) == ["alice", fits])
     }
 
+    /// Finding 12: a bundle name the file system refuses ("LABEL.vshare" over 255 bytes) failed
+    /// `share --out-dir` only after the dealer's share was stored. Now nothing is kept.
+    @Test func aShareWhoseBundleCannotBeNamedKeepsNothing() throws {
+        let circle = try Circle(["alice", "bob"])
+        // 64 scalars and 250 UTF-8 bytes: a valid label, but 257 bytes with ".vshare".
+        let wide = String(repeating: "\u{20000}", count: 62) + "ab"
+        #expect(wide.utf8.count == 250)
+        let alice = circle["alice"]
+        try alice.ok("peer", "rename", "bob", wide)
+        let out = circle.files.file("out")
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        let listed = try alice.ok("secrets", "list")
+        let message = try alice.fails("share", "-", "--to", wide, "-k", "2", "--out-dir", out, stdin: "x")
+        #expect(message.contains("vault: error: ") && message.contains("File name too long"), "\(message)")
+        #expect(try alice.ok("secrets", "list") == listed)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: out).isEmpty)
+    }
+
     /// Finding 11: metadata over 65535 bytes trapped on its 2-byte length field.
     @Test func metadataOverItsLengthFieldIsRefused() throws {
         let circle = try Circle(["alice", "bob"])

@@ -118,10 +118,25 @@ func distribute(_ request: ShareRequest, content: inout some ByteSource, peers: 
         try outDir.map { try OutputFile(path: $0 + "/\(holder.label).vshare", hiddenUntilCommit: true) }
             ?? OutputFile(path: outbox.pendingPath(for: holder.label))
     }
-    _ = try SecretDealer.share(request, content: &content, dealer: identity, outputs: [own] + others)
+    let headers = try SecretDealer.share(request, content: &content, dealer: identity, outputs: [own] + others)
     try check()
-    let stored = try keystore.storeOwnBundle(at: own.path, identity: identity, name: name)
-    try others.forEach { try $0.commit() }
+    // All or nothing: every bundle takes its final name (which the file system may refuse:
+    // too long, taken) before the dealer's share is stored, and is removed if anything fails.
+    var named: [String] = []
+    let stored: StoredSecret
+    do {
+        for (holder, file) in zip(holders, others) {
+            try file.commit()
+            named.append(file.path)
+            if outDir == nil {
+                named[named.count - 1] = try outbox.keep(file.path, secret: headers[0].secretIDHex, label: holder.label)
+            }
+        }
+        stored = try keystore.storeOwnBundle(at: own.path, identity: identity, name: name)
+    } catch {
+        for path in named { unlink(path) }
+        throw error
+    }
 
     let header = stored.header
     print(header.secretIDHex)
@@ -131,8 +146,9 @@ func distribute(_ request: ShareRequest, content: inout some ByteSource, peers: 
         return stored
     }
     var missed: [String] = []
-    for (peer, file) in zip(peers, others) {
-        let kept = try outbox.keep(file.path, secret: header.secretIDHex, label: peer.label)
+    // A bundle that cannot be delivered now stays in the outbox for `vault secrets push`:
+    // the share is complete, only its delivery waits.
+    for (peer, kept) in zip(peers, named) {
         if try await deliver(kept, to: peer, address: addresses[peer.label.value], identity: identity) {
             try? FileManager.default.removeItem(atPath: kept)
         } else {
