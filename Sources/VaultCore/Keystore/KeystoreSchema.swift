@@ -75,10 +75,10 @@ enum KeystoreSchema {
                 """)
         }
         // The URL allowlist once held x-source names, which any caller can claim; it now holds
-        // callback destinations. A name was never a destination, so it goes: no old entry
-        // lets a request through under the new meaning.
+        // callback destinations. Every old entry goes, even one that looks like a
+        // destination: it was chosen for another meaning, and must not let a request through.
         migrator.registerMigration("v5-url-allow-by-destination") { db in
-            try db.execute(sql: "DELETE FROM setting WHERE name = 'url-allow' AND value <> '-' AND instr(value, ':') = 0")
+            try db.execute(sql: "DELETE FROM setting WHERE name = 'url-allow'")
         }
         // Release needs the holder's consent (issue 14): these are the opt-ins to release
         // without asking, and the record of every release. An empty secret_id stands for

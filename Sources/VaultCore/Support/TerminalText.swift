@@ -14,7 +14,8 @@ public enum TerminalText {
         for scalar in text.unicodeScalars {
             if count == limit { return out + "…" }
             count += 1
-            if needsEscape(scalar) {
+            // A literal backslash too, or text could imitate an escaped character.
+            if needsEscape(scalar) || scalar == "\\" {
                 out += scalar.escaped(asASCII: true)
             } else {
                 out.unicodeScalars.append(scalar)

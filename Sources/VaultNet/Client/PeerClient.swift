@@ -69,11 +69,12 @@ public enum PeerClient {
                                                   into: output)
             } catch NetError.refused(.awaitingConsent, let reason) {
                 let parts = reason.split(separator: " ")
-                guard parts.count == 2, let seconds = Int(parts[1]), seconds >= 0, seconds <= Int(NetLimits.approvalSeconds) else {
+                guard parts.count == 2, parts[0].count == 8, parts[0].allSatisfy({ $0.isHexDigit && !$0.isUppercase }),
+                      parts[1].allSatisfy(\.isASCII), let seconds = Int(parts[1]), seconds >= 0, seconds <= Int(NetLimits.approvalSeconds) else {
                     throw NetError.protocolViolation("a malformed wait for consent")
                 }
                 if deadline == nil {
-                    waiting(String(parts[0].prefix(8)), seconds)
+                    waiting(String(parts[0]), seconds)
                     // Our own bound, whatever the holder says: a lying holder cannot keep us forever.
                     deadline = Date().addingTimeInterval(NetLimits.approvalSeconds + 5)
                 }

@@ -113,7 +113,14 @@ public final class ReleaseApprovals: @unchecked Sendable {
     /// Whether `peer` has a request for `secretID` open here: asking again about it is not a
     /// new request, so it does not count against the rate limit.
     func isOpen(peerKey: [UInt8], secretID: [UInt8]) -> Bool {
-        lock.withLock { entries.values.contains { $0.peerKey == peerKey && $0.secretID == secretID } }
+        // Only a request still waiting (and asked about), or answered and not yet told: a
+        // lapsed one gives no way around the rate limit.
+        let now = Date()
+        return lock.withLock {
+            entries.values.contains {
+                $0.peerKey == peerKey && $0.secretID == secretID && ($0.state != .waiting || Self.isOpenForDecision($0, now: now))
+            }
+        }
     }
 
     /// Whether the requester stopped asking: it withdrew the request.
@@ -140,8 +147,9 @@ public final class ReleaseApprovals: @unchecked Sendable {
             let matches = entries.filter { $0.key.hasPrefix(prefix) && Self.isOpenForDecision($0.value, now: now) }
             guard matches.count == 1, let (id, entry) = matches.first else { return nil }
             entries[id]?.state = approve ? .approved : .denied
-            // An approval is good for one release within one window.
-            entries[id]?.request.expires = now.addingTimeInterval(window)
+            // An approval is good for one release, picked up by a requester that is still
+            // asking (it asks every second): a withdrawn request must not come back approved.
+            entries[id]?.request.expires = now.addingTimeInterval(2 * NetLimits.approvalAbandonSeconds)
             return entry.request
         }
     }

@@ -1,3 +1,5 @@
+import VaultCore
+
 /// Every failure VaultNet reports. Messages are lowercase, without a final period, and
 /// never carry key material.
 public enum NetError: Error, Equatable, CustomStringConvertible {
@@ -34,7 +36,8 @@ public enum NetError: Error, Equatable, CustomStringConvertible {
         case .nonceExhausted: "the session's message counter is exhausted"
         case .closed: "the connection closed (the peer hung up or went silent)"
         case .protocolViolation(let detail): "protocol violation: \(detail)"
-        case .refused(let code, let reason): reason.isEmpty ? "refused: \(code)" : "refused: \(code) (\(reason))"
+        // The reason is the peer's own text: shown escaped, and cut short.
+        case .refused(let code, let reason): reason.isEmpty ? "refused: \(code)" : "refused: \(code) (\(TerminalText.escaped(reason, limit: 200)))"
         case .unexpectedPeer(let label): "the peer at that address is not '\(label)': its key differs from the one you trust"
         case .unreachable(let detail): "unreachable: \(detail)"
         }

@@ -23,11 +23,19 @@ enum Terminal {
     /// `details` are shown first, and only when the question can be asked.
     static func confirm(_ question: String, details: [String] = [], what: String) throws -> Bool {
         guard let tty = TTY() else { throw CLIError.confirmationRequired(what: what) }
-        details.forEach(standardError)
-        tty.write(question + " [y/N] ")
-        let answer = tty.readLine(echo: true)?.trimmingCharacters(in: .whitespaces).lowercased()
-        return answer == "y" || answer == "yes"
+        // One question at a time in this process (vault serve may have several to ask), and
+        // nothing typed before the question answers it: a "y" meant for one question must
+        // never be read by another.
+        return questions.withLock {
+            details.forEach(standardError)
+            tty.discardTypedAhead()
+            tty.write(question + " [y/N] ")
+            let answer = tty.readLine(echo: true)?.trimmingCharacters(in: .whitespaces).lowercased()
+            return answer == "y" || answer == "yes"
+        }
     }
+
+    private static let questions = NSLock()
 
     /// Asks for a line of text on the terminal (echoed); nil without a terminal.
     static func ask(_ prompt: String) -> String? {
@@ -60,6 +68,9 @@ private final class TTY {
     }
 
     deinit { close(fd) }
+
+    /// Drops input typed before the question was shown.
+    func discardTypedAhead() { tcflush(fd, TCIFLUSH) }
 
     func write(_ text: String) {
         let bytes = Array(text.utf8)

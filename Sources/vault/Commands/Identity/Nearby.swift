@@ -37,7 +37,9 @@ struct Nearby: AsyncParsableCommand {
         }
         for entry in entries {
             let trust = entry.trustedAs.map { "trusted as '\($0)'" } ?? "not trusted"
-            print("\(entry.instance)  \(entry.addresses.map { "\($0):\(entry.port)" }.joined(separator: ", "))  fp \(entry.fingerprint ?? "-")  \(trust)")
+            // Instance names and TXT records come from any machine on the LAN.
+            print("\(TerminalText.escaped(entry.instance))  \(entry.addresses.map { "\($0):\(entry.port)" }.joined(separator: ", "))  "
+                + "fp \(TerminalText.escaped(entry.fingerprint ?? "-"))  \(trust)")
         }
     }
 }

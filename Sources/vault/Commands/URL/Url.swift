@@ -10,9 +10,10 @@ struct Url: AsyncParsableCommand {
         discussion: """
             The result goes to the request's x-success URL (errors to x-error, a refusal to \
             x-cancel), printed on standard output, or opened with xdg-open (--open). Every \
-            request is shown and must be confirmed on the terminal; without one, only sources on \
-            the allowlist ('vault settings url-allow SOURCE') are served, and never with a locked \
-            key. Give the URL as - to read it from standard input, which keeps data out of the \
+            request is shown, with where its results go, and must be confirmed on the terminal; \
+            without one, only requests whose results go to an allowed destination ('vault \
+            settings url-allow DESTINATION') are served, and never with a locked key. A decrypt \
+            sends its plaintext to a web origin only when that origin is allowed. Give the URL as - to read it from standard input, which keeps data out of the \
             process list. Docs/URL.md has the parameters and error codes.
             """)
 
