@@ -131,7 +131,9 @@ public final class PeerServer: @unchecked Sendable {
             try keystore.checkNewPeer(card, label: label)
         } catch {
             log("refused to pair with '\(TerminalText.escaped(label.value))': \(error)")
-            return try await channel.refuse(.pairingDeclined, error.description)
+            // The reason stays in this log: an unauthenticated client must not learn which
+            // keys and labels this machine trusts.
+            return try await channel.refuse(.pairingDeclined, "declined by the server")
         }
         // Our nonce goes out only after the client's commitment arrived, and the code is
         // shown only after the client revealed a nonce matching it.
@@ -254,6 +256,9 @@ public final class PeerServer: @unchecked Sendable {
                 try keystore.recordRelease(secretID: header.secretID, peer: peer, requester: request.requester, decision: .timedOut)
                 log("did not release \(piece) to '\(peer.label)': nobody approved in time")
                 return try await channel.refuse(.consentTimedOut)
+            case .busy:
+                throttled.note("consent-busy", "turned away a piece request: \(NetLimits.pendingApprovals) already wait for consent")
+                return try await channel.refuse(.busy, "too many requests wait for consent")
             case .approved:
                 decision = .approved
             }

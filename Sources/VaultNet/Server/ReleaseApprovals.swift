@@ -38,6 +38,8 @@ public final class ReleaseApprovals: @unchecked Sendable {
         case denied
         /// Nobody answered in time.
         case timedOut
+        /// Too many requests wait already; nobody was asked.
+        case busy
     }
 
     private enum State { case waiting, approved, denied }
@@ -97,7 +99,7 @@ public final class ReleaseApprovals: @unchecked Sendable {
             entries = entries.filter {
                 $0.value.request.expires.addingTimeInterval(window) > now && !($0.value.state == .waiting && Self.abandoned($0.value, now: now))
             }
-            guard entries.count < NetLimits.pendingApprovals else { return (.timedOut, nil) }
+            guard entries.count < NetLimits.pendingApprovals else { return (.busy, nil) }
             var id: String
             repeat { id = SecureRandom().bytes(4).hex } while entries[id] != nil
             let request = Request(id: id, peer: peer.label.value, secretID: header.secretIDHex, type: header.type.description,

@@ -120,6 +120,17 @@ import VaultTestSupport
         #expect(try Pairing.parseCard(good, remoteKey: mallory.card.agreementKey, handshakeHash: hash).1.value == "mallory")
     }
 
+    @Test func aDeclineSaysNothingOfWhatTheServerTrusts() async throws {
+        let server = try PairingServer()
+        let mallory = try Self.stranger("mallory")
+        try server.keystore.addPeer(try Self.stranger("other").card, label: Label("mallory"), address: nil)
+        try await server.run { address in
+            let run = try await Self.attempt(address, as: mallory)
+            let reason = String(decoding: run.body.dropFirst(), as: UTF8.self)
+            #expect(run.answer == .refused && reason == "declined by the server", "\(reason)")
+        }
+    }
+
     @Test func theCodeDependsOnBothNonces() {
         let hash = SecureRandom().bytes(64), a = SecureRandom().bytes(32), b = SecureRandom().bytes(32)
         let code = Pairing.code(handshakeHash: hash, clientNonce: a, serverNonce: b)
