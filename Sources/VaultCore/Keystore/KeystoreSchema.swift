@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 
 /// The keystore's tables, as versioned migrations. A migration, once released, never
@@ -102,6 +103,17 @@ enum KeystoreSchema {
                 );
                 CREATE INDEX release_log_secret ON release_log (secret_id, at);
                 """)
+        }
+        // Shares were keyed by secret id alone, which only its dealer vouches for; they are
+        // keyed by (dealer, id) now (``BundleHeader/rowID``), pieces following their share.
+        migrator.registerMigration("v7-secrets-by-dealer-and-id") { db in
+            try db.execute(sql: "PRAGMA defer_foreign_keys = ON")
+            for row in try Row.fetchAll(db, sql: "SELECT * FROM secret") {
+                let old: Data = row["id"]
+                let new = Data(try StoredSecret(row: row).header.rowID)
+                try db.execute(sql: "UPDATE secret SET id = ? WHERE id = ?", arguments: [new, old])
+                try db.execute(sql: "UPDATE secret_piece SET secret_id = ? WHERE secret_id = ?", arguments: [new, old])
+            }
         }
         return migrator
     }

@@ -85,7 +85,7 @@ extension Keystore {
     public func removeSecret(_ secret: StoredSecret) throws(VaultError) {
         let orphaned = try itemsOrphaned(byRemoving: secret) > 0
         try write { db in
-            try db.execute(sql: "DELETE FROM secret WHERE id = ?", arguments: [Data(secret.header.secretID)])
+            try db.execute(sql: "DELETE FROM secret WHERE id = ?", arguments: [Data(secret.header.rowID)])
             try db.execute(sql: "DELETE FROM auto_release WHERE secret_id = ?", arguments: [Data(secret.header.secretID)])
             if orphaned, let keyID = secret.header.keyID {
                 try db.execute(sql: "DELETE FROM item WHERE key_id = ?", arguments: [Data(keyID)])
@@ -97,21 +97,21 @@ extension Keystore {
     public func renameSecret(_ secret: StoredSecret, to name: Label?) throws(VaultError) {
         try write { db in
             if let name, try Int.fetchOne(db, sql: "SELECT count(*) FROM secret WHERE name_key = ? AND id != ?",
-                                          arguments: [name.key, Data(secret.header.secretID)]) ?? 0 > 0 {
+                                          arguments: [name.key, Data(secret.header.rowID)]) ?? 0 > 0 {
                 throw VaultError.invalidSecret("a secret named '\(name)' exists already")
             }
             try db.execute(sql: "UPDATE secret SET name = ?, name_key = ? WHERE id = ?",
-                           arguments: [name?.value, name?.key, Data(secret.header.secretID)])
+                           arguments: [name?.value, name?.key, Data(secret.header.rowID)])
         }
     }
 
     /// Moves `old`'s local name to `new` (resharing), in one transaction.
     public func moveName(from old: StoredSecret, to new: StoredSecret) throws(VaultError) {
         try write { db in
-            let row = try Row.fetchOne(db, sql: "SELECT name, name_key FROM secret WHERE id = ?", arguments: [Data(old.header.secretID)])
-            try db.execute(sql: "UPDATE secret SET name = NULL, name_key = NULL WHERE id = ?", arguments: [Data(old.header.secretID)])
+            let row = try Row.fetchOne(db, sql: "SELECT name, name_key FROM secret WHERE id = ?", arguments: [Data(old.header.rowID)])
+            try db.execute(sql: "UPDATE secret SET name = NULL, name_key = NULL WHERE id = ?", arguments: [Data(old.header.rowID)])
             try db.execute(sql: "UPDATE secret SET name = ?, name_key = ? WHERE id = ?",
-                           arguments: [row?["name"] as String?, row?["name_key"] as String?, Data(new.header.secretID)])
+                           arguments: [row?["name"] as String?, row?["name_key"] as String?, Data(new.header.rowID)])
         }
     }
 
@@ -121,7 +121,7 @@ extension Keystore {
         try Self.storage {
             try database.read { db in
                 var source: any ByteSource = try BlobRows(db: db, sql: "SELECT data FROM secret_piece WHERE secret_id = ? ORDER BY seq",
-                                                          id: secret.header.secretID)
+                                                          id: secret.header.rowID)
                 return try body(&source)
             }
         }
@@ -138,7 +138,7 @@ extension Keystore {
         }
         let dealerTrusted = header.dealer == identity.card || trusted.contains { $0.card == header.dealer }
         guard dealerTrusted else { throw VaultError.untrustedDealer(fingerprint: header.dealer.fingerprint) }
-        if try Int.fetchOne(db, sql: "SELECT count(*) FROM secret WHERE id = ?", arguments: [Data(header.secretID)]) ?? 0 > 0 {
+        if try Int.fetchOne(db, sql: "SELECT count(*) FROM secret WHERE id = ?", arguments: [Data(header.rowID)]) ?? 0 > 0 {
             throw VaultError.duplicateSecret(id: header.secretIDHex)
         }
         if let name, try Int.fetchOne(db, sql: "SELECT count(*) FROM secret WHERE name_key = ?", arguments: [name.key]) ?? 0 > 0 {
@@ -149,7 +149,7 @@ extension Keystore {
         let (keyShare, pieceKey) = try ShareBundle.openBox(box, header: header, holder: identity)
         try db.execute(
             sql: "INSERT INTO secret (id, name, name_key, role, prefix, box, stored_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            arguments: [Data(header.secretID), name?.value, name?.key, role.rawValue, Data(prefix), Data(box),
+            arguments: [Data(header.rowID), name?.value, name?.key, role.rawValue, Data(prefix), Data(box),
                         Int64(Date().timeIntervalSince1970)])
 
         // Copy the sealed piece into rows while opening it to check it against the header.
@@ -167,7 +167,7 @@ extension Keystore {
                 throw failure.error("its piece", in: "the share bundle")
             }
             try db.execute(sql: "INSERT INTO secret_piece (secret_id, seq, data) VALUES (?, ?, ?)",
-                           arguments: [Data(header.secretID), sequence, Data(chunk)])
+                           arguments: [Data(header.rowID), sequence, Data(chunk)])
             sequence += 1
             left -= UInt64(chunk.count)
         }
@@ -188,7 +188,7 @@ extension Keystore {
         guard possession.publicKey == header.possessionKeys[index - 1] else {
             throw VaultError.malformed(what: "the share bundle", detail: "its key share does not match the dealer's proof key")
         }
-        return try StoredSecret(row: Row.fetchOne(db, sql: "SELECT * FROM secret WHERE id = ?", arguments: [Data(header.secretID)])!)
+        return try StoredSecret(row: Row.fetchOne(db, sql: "SELECT * FROM secret WHERE id = ?", arguments: [Data(header.rowID)])!)
     }
 }
 
@@ -212,5 +212,16 @@ final class BlobRows: ByteSource {
         current.withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress! + offset, byteCount: count) }
         offset += count
         return count
+    }
+}
+
+extension BundleHeader {
+    /// The keystore's key for this share: the secret id together with its dealer.
+    ///
+    /// A secret id is the dealer's random choice, so only the dealer vouches for it. Keyed
+    /// by the id alone, a co-holder who saw a bundle could deliver one of its own under the
+    /// same id first, and the real one would be refused as a duplicate.
+    var rowID: [UInt8] {
+        Sodium.blake2b(outputLength: 16, key: "vault/v1/secret-row", dealer.agreementKey, dealer.signingKey, secretID)
     }
 }

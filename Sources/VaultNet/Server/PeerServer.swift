@@ -227,7 +227,14 @@ public final class PeerServer: @unchecked Sendable {
             throttled.note("rate", "rate limited piece requests from '\(peer.label)'")
             return try await channel.refuse(.rateLimited)
         }
-        guard let secret = try keystore.secrets().first(where: { $0.header.secretID == request.secretID }) else {
+        // Two dealers may have used one secret id (shares are kept by dealer and id); the
+        // one whose proof of possession verifies on this channel is the one asked for.
+        let candidates = try keystore.secrets().filter { $0.header.secretID == request.secretID }
+        let proven = candidates.first {
+            $0.header.index(of: peer.card.agreementKey) == request.requester
+                && PossessionProof.verify(request.proof, header: $0.header, requester: request.requester, handshakeHash: channel.handshakeHash)
+        }
+        guard let secret = proven ?? candidates.first else {
             return try await channel.refuse(.unknownSecret)
         }
         let header = secret.header
