@@ -97,4 +97,20 @@ import VaultTestSupport
         #expect(try user.fails("requests").contains("no 'vault serve' runs"))
         #expect(try user.fails("approve", "abcd1234").contains("no 'vault serve' runs"))
     }
+
+    /// `vault unlock` goes through the same consent: the key is recovered only once another
+    /// holder approves (issue 14: "unlocking a shared key needs the other holders' approval").
+    @Test func unlockingASharedKeyNeedsAnotherHoldersApproval() throws {
+        let h = try SharedKeyTests.Holders(["alice", "bob"], serving: ["alice", "bob"], autoRelease: false)
+        defer { h.stopAll() }
+        try h.ok("alice", ["key", "create", "family", "--to", "bob", "-k", "2"])
+        let unlock = try h["alice"].vault.background(["unlock", "family", "--peer", "bob=\(h.servers["bob"]!.address)"],
+                                                     log: h.circle.files.file("unlock.log"))
+        try unlock.waitFor("waiting for bob to approve request ([0-9a-f]{8})")
+        #expect(try h["alice"].ok("keys", "list").contains("locked"))
+        let request = try unlock.waitFor("request ([0-9a-f]{8})")
+        try h["bob"].ok("approve", request)
+        #expect(unlock.wait() == 0, "\(unlock.log)")
+        #expect(try h["alice"].ok("keys", "list").contains("unlocked until"))
+    }
 }
