@@ -221,7 +221,7 @@ extension BundleHeader {
     /// A secret id is the dealer's random choice, so only the dealer vouches for it. Keyed
     /// by the id alone, a co-holder who saw a bundle could deliver one of its own under the
     /// same id first, and the real one would be refused as a duplicate.
-    var rowID: [UInt8] {
+    public var rowID: [UInt8] {
         Sodium.blake2b(outputLength: 16, key: "vault/v1/secret-row", dealer.agreementKey, dealer.signingKey, secretID)
     }
 }

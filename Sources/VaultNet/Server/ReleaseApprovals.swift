@@ -54,6 +54,9 @@ public final class ReleaseApprovals: @unchecked Sendable {
         /// Which peer key and secret this is, for matching a renewed ask.
         let peerKey: [UInt8]
         let secretID: [UInt8]
+        /// The share itself: (dealer, id), so an approval for one dealer's secret never
+        /// releases another's that reuses its id.
+        let share: [UInt8]
     }
 
     private var entries: [String: Entry] = [:]
@@ -73,7 +76,7 @@ public final class ReleaseApprovals: @unchecked Sendable {
     func stand(peer: Peer, header: BundleHeader, requester: Int, now: Date = Date()) -> Standing {
         let key = peer.card.agreementKey
         let (standing, created) = lock.withLock { () -> (Standing, Request?) in
-            if let (id, entry) = entries.first(where: { $0.value.peerKey == key && $0.value.secretID == header.secretID }) {
+            if let (id, entry) = entries.first(where: { $0.value.peerKey == key && $0.value.share == header.rowID }) {
                 switch entry.state {
                 case .approved where entry.request.expires > now:
                     entries[id] = nil
@@ -105,7 +108,8 @@ public final class ReleaseApprovals: @unchecked Sendable {
             let request = Request(id: id, peer: peer.label.value, secretID: header.secretIDHex, type: header.type.description,
                                   description: String(header.description.prefix(200)), requester: requester,
                                   holder: header.holderIndex, asked: now, expires: now.addingTimeInterval(window))
-            entries[id] = Entry(request: request, state: .waiting, lastAsked: now, peerKey: key, secretID: header.secretID)
+            entries[id] = Entry(request: request, state: .waiting, lastAsked: now, peerKey: key, secretID: header.secretID,
+                                share: header.rowID)
             return (.waiting(id: id, seconds: Int(window), new: true), request)
         }
         if let created { onNew(created) }
