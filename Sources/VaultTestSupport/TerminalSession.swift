@@ -14,7 +14,10 @@ public final class TerminalSession {
     /// Everything the program wrote to the terminal so far.
     public private(set) var transcript = ""
 
-    public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
+    /// With `standardErrorOnTerminal`, standard error is the terminal too (its output then
+    /// shows in ``transcript``, and ``finish()`` returns none).
+    public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+                standardErrorOnTerminal: Bool = false) throws {
         var masterFD: Int32 = 0, slaveFD: Int32 = 0
         guard openpty(&masterFD, &slaveFD, nil, nil, nil) == 0 else {
             throw NSError(domain: "TerminalSession", code: Int(errno))
@@ -30,7 +33,11 @@ public final class TerminalSession {
         posix_spawn_file_actions_addclose(&actions, 9)
         posix_spawn_file_actions_adddup2(&actions, input.read, 0)
         posix_spawn_file_actions_adddup2(&actions, output.write, 1)
-        posix_spawn_file_actions_adddup2(&actions, errors.write, 2)
+        if standardErrorOnTerminal {
+            posix_spawn_file_actions_addopen(&actions, 2, slaveName, O_RDWR | O_NOCTTY, 0)
+        } else {
+            posix_spawn_file_actions_adddup2(&actions, errors.write, 2)
+        }
         _ = fcntl(masterFD, F_SETFD, FD_CLOEXEC)
         _ = fcntl(slaveFD, F_SETFD, FD_CLOEXEC)
         pid = try ProcessRunner.spawn(executable, arguments, actions: &actions, environment: environment)

@@ -55,6 +55,12 @@ public struct VaultBinary: Sendable {
         try TerminalSession(Self.path, arguments, environment: childEnvironment)
     }
 
+    /// Starts `vault ARGUMENTS` with a pseudo-terminal as its controlling terminal and as
+    /// its standard error, as a person at a terminal runs it.
+    public func onTerminal(_ arguments: [String], environment extra: [String: String] = [:]) throws -> TerminalSession {
+        try TerminalSession(Self.path, arguments, environment: childEnvironment.merging(extra) { $1 }, standardErrorOnTerminal: true)
+    }
+
     /// The keystore file's bytes: tests compare them before and after a refused command.
     public func keystoreBytes() -> Data? {
         FileManager.default.contents(atPath: home + "/vault.sqlite")

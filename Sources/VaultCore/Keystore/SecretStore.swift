@@ -43,11 +43,13 @@ extension Keystore {
     /// sealed keys bound to the header, the piece against the dealer's commitment and the
     /// key share against the proof-of-possession key.
     @discardableResult
-    public func importBundles(_ paths: [String], identity: Identity) throws(VaultError) -> [StoredSecret] {
+    public func importBundles(_ paths: [String], identity: Identity, progress: ProgressMeter? = nil) throws(VaultError) -> [StoredSecret] {
         let peers = try peers()
+        let files = try paths.map { path throws(VaultError) in try FileSource(path: path) }
+        progress?.expect(files.reduce(0) { $0 + ($1.size ?? 0) })
         return try write { db in
-            try paths.map { path in
-                var source = try FileSource(path: path)
+            try files.map { file in
+                var source = MeteredSource(file, meter: progress)
                 return try self.store(&source, identity: identity, role: .holder, name: nil, trusted: peers, db)
             }
         }

@@ -52,7 +52,7 @@ public enum ReleasedPiece {
     /// Writes this holder's piece of `secret`, re-sealed to `recipient`, into `output`.
     public static func release(
         _ secret: StoredSecret, to recipient: Peer, keystore: Keystore, identity: Identity, output: OutputFile,
-        random: some RandomSource = SecureRandom()
+        progress: ProgressMeter? = nil, random: some RandomSource = SecureRandom()
     ) throws {
         let header = secret.header
         guard let to = header.index(of: recipient.card.agreementKey), to != header.holderIndex else {
@@ -79,11 +79,13 @@ public enum ReleasedPiece {
             hasher.update(piece)
             try sealer.write(piece)
         }
+        progress?.expect(SecretStream.sealedLength(plaintext: pieceLength))
         try keystore.withSealedPiece(secret) { source in
             var buffer = [UInt8](repeating: 0, count: SecretStream.sealedChunkLength)
             while true {
                 let count = try buffer.withUnsafeMutableBytes { try source.read(into: $0) }
                 if count == 0 { break }
+                progress?.advance(count)
                 try buffer.withUnsafeBytes { try opener.write(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
             }
         }

@@ -34,7 +34,8 @@ public enum SecretRecovery {
     public static func recover(
         _ secret: StoredSecret, keystore: Keystore, identity: Identity, pieceFiles: [String],
         password: @escaping () throws -> SecureBytes, metadataReady: @escaping (SecretMetadata) throws -> Void = { _ in },
-        verified: (PieceOutcome) -> Void = { _ in }, output: @escaping (UnsafeRawBufferPointer) throws -> Void
+        verified: (PieceOutcome) -> Void = { _ in }, progress: ProgressMeter? = nil,
+        output: @escaping (UnsafeRawBufferPointer) throws -> Void
     ) throws -> RecoveredSecret {
         let header = secret.header
         let own = try ShareBundle.openBox(secret.box, header: header, holder: identity)
@@ -66,11 +67,15 @@ public enum SecretRecovery {
         let pieceLength = Dispersal.pieceLength(dataLength: header.ciphertextLength, k: header.threshold)
         let sealedLength = SecretStream.sealedLength(plaintext: pieceLength)
         var good: [Candidate] = []
+        // The work: every candidate piece read once to verify it, then the ciphertext rebuilt.
+        progress?.expect(UInt64(candidates.count) * sealedLength + header.ciphertextLength)
         for candidate in candidates {
             let problem = try candidate.file == nil
-                ? keystore.withSealedPiece(secret) { try verify(candidate, header: header, sealedLength: sealedLength, source: $0) }
+                ? keystore.withSealedPiece(secret) {
+                    try verify(candidate, header: header, sealedLength: sealedLength, source: MeteredSource($0, meter: progress))
+                }
                 : verify(candidate, header: header, sealedLength: sealedLength,
-                         source: FileSource.skipping(candidate.file!.offset, of: candidate.file!.path))
+                         source: MeteredSource(try FileSource.skipping(candidate.file!.offset, of: candidate.file!.path), meter: progress))
             let outcome = PieceOutcome(source: candidate.source, index: candidate.index, sender: candidate.sender, problem: problem)
             verified(outcome)
             outcomes.append(outcome)
@@ -116,6 +121,7 @@ public enum SecretRecovery {
                     guard UnsafeRawBufferPointer(target)[data..<header.threshold * segment].allSatisfy({ $0 == 0 }) else {
                         throw VaultError.corruptSecret("the last stripe's padding is not zero")
                     }
+                    progress?.advance(data)
                     do {
                         try outer.write(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(target)[0..<data]))
                     } catch let failure as SecretStream.Failure {

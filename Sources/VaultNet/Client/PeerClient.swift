@@ -39,10 +39,14 @@ public enum PeerClient {
     }
 
     /// Delivers the bundle at `path` to its holder; returns when the holder has stored it.
-    public static func deliver(bundleAt path: String, to peer: Peer, at address: PeerAddress, identity: Identity) async throws {
+    /// `progress` is advanced by every byte sent.
+    public static func deliver(bundleAt path: String, to peer: Peer, at address: PeerAddress, identity: Identity,
+                               progress: ProgressMeter? = nil) async throws {
         try await connect(to: peer, at: address, identity: identity) { channel in
-            var source = try FileSource(path: path)
-            try await channel.send(.deliver, length: source.size ?? 0, from: &source)
+            let file = try FileSource(path: path)
+            let size = file.size ?? 0
+            var source = MeteredSource(file, meter: progress)
+            try await channel.send(.deliver, length: size, from: &source)
             let (type, body) = try await channel.receive()
             guard type == .deliverResult || type == .refused, let status = body.first else {
                 throw NetError.protocolViolation("unexpected \(type) answer")
@@ -60,13 +64,13 @@ public enum PeerClient {
     /// the seconds left (once), and the request is made again, each time on a new channel
     /// with a new proof, until the holder answers or its time runs out.
     public static func requestPiece(of secret: StoredSecret, from peer: Peer, holderIndex: Int, at address: PeerAddress,
-                                    identity: Identity, into output: OutputFile,
+                                    identity: Identity, into output: OutputFile, progress: ProgressMeter? = nil,
                                     waiting: @Sendable (_ id: String, _ seconds: Int) -> Void = { _, _ in }) async throws {
         var deadline: Date?
         while true {
             do {
                 return try await requestPieceOnce(of: secret, from: peer, holderIndex: holderIndex, at: address, identity: identity,
-                                                  into: output)
+                                                  into: output, progress: progress)
             } catch NetError.refused(.awaitingConsent, let reason) {
                 let parts = reason.split(separator: " ")
                 guard parts.count == 2, parts[0].count == 8, parts[0].allSatisfy({ $0.isHexDigit && !$0.isUppercase }),
@@ -85,7 +89,7 @@ public enum PeerClient {
     }
 
     private static func requestPieceOnce(of secret: StoredSecret, from peer: Peer, holderIndex: Int, at address: PeerAddress,
-                                         identity: Identity, into output: OutputFile) async throws {
+                                         identity: Identity, into output: OutputFile, progress: ProgressMeter?) async throws {
         try await connect(to: peer, at: address, identity: identity) { channel in
             let proof = try PossessionProof.make(for: secret, identity: identity, holder: holderIndex,
                                                  handshakeHash: channel.handshakeHash)
@@ -101,7 +105,10 @@ public enum PeerClient {
                 guard length == expected else {
                     throw NetError.protocolViolation("the piece is \(length) bytes long, not the \(expected) of a piece of this secret")
                 }
-                try await channel.receiveBody(length) { try output.write($0) }
+                try await channel.receiveBody(length) {
+                    try output.write($0)
+                    progress?.advance($0.count)
+                }
             case .refused:
                 var body: [UInt8] = []
                 try await channel.receiveBody(length) { body += $0 }

@@ -8,11 +8,14 @@ public enum PieceGathering {
         public let peer: Peer
         public let index: Int
         public let address: PeerAddress
+        /// Advanced by every byte of the piece as it arrives.
+        public let progress: ProgressMeter?
 
-        public init(peer: Peer, index: Int, address: PeerAddress) {
+        public init(peer: Peer, index: Int, address: PeerAddress, progress: ProgressMeter? = nil) {
             self.peer = peer
             self.index = index
             self.address = address
+            self.progress = progress
         }
     }
 
@@ -46,7 +49,8 @@ public enum PieceGathering {
                     do {
                         let file = try OutputFile(path: directory + "/" + VaultHome.transientFileName("vpiece"))
                         try await PeerClient.requestPiece(of: secret, from: holder.peer, holderIndex: holder.index,
-                                                          at: holder.address, identity: identity, into: file) { id, seconds in
+                                                          at: holder.address, identity: identity, into: file,
+                                                          progress: holder.progress) { id, seconds in
                             deadline.extend(to: Date().addingTimeInterval(NetLimits.approvalSeconds + 5))
                             report(.waiting(holder.peer, id: id, seconds: seconds))
                         }

@@ -17,6 +17,8 @@ public struct HolderRecovery: Sendable {
         case unreachable(Label)
         /// The holder is asked at this address.
         case asking(Label, PeerAddress)
+        /// The pieces are on their way: one meter per holder asked, for a progress display.
+        case transferring([ProgressMeter])
         /// What one holder answered, or that time ran out.
         case gathering(PieceGathering.Event)
         /// A piece failed its checks and was set aside; recovery goes on without it.
@@ -61,8 +63,10 @@ public struct HolderRecovery: Sendable {
                 continue
             }
             report(.asking(peer.label, address))
-            reachable.append(PieceGathering.Holder(peer: peer, index: index, address: address))
+            reachable.append(PieceGathering.Holder(peer: peer, index: index, address: address,
+                                                   progress: ProgressMeter(peer.label.value, total: ReleasedPiece.length(for: header))))
         }
+        if !reachable.isEmpty { report(.transferring(reachable.compactMap(\.progress))) }
         // Enough once k - 1 distinct holders' pieces check out; a stalled holder then costs
         // nothing, and a lying one only its own piece (recovery reports it).
         let identity = identity

@@ -24,7 +24,8 @@ struct KeyRecoveryOptions: ParsableArguments {
 
     /// Recovers `holding` as the keystore's identity (unlocked when it is needed).
     func recoverKey(_ holding: KeyHolding, keystore: Keystore, keys: PassphraseOption) async throws -> SecureBytes {
-        try await recoverer(keystore, identity: try keys.unlock(keystore)).recoverSharedKey(holding, password: keyPassword(for: holding))
+        defer { ProgressLine.end() }
+        return try await recoverer(keystore, identity: try keys.unlock(keystore)).recoverSharedKey(holding, password: keyPassword(for: holding))
     }
 }
 
@@ -51,6 +52,8 @@ enum RecoveryReport {
             Terminal.standardError("  \(label): not found nearby and no address known (use --peer \(label)=HOST:PORT)")
         case .asking(let label, let address):
             Terminal.standardError("  asking \(label) at \(address)")
+        case .transferring(let meters):
+            ProgressLine.show("gathering pieces", meters)
         case .gathering(.waiting(let peer, let id, let seconds)):
             Terminal.standardError("  \(peer.label): waiting for \(peer.label) to approve request \(id) (up to \(seconds) s; "
                 + "there: 'vault approve \(id)')")

@@ -154,3 +154,15 @@ struct SecretFieldOptions: ParsableArguments {
         return metadata
     }
 }
+
+/// `--quiet`, for commands that show progress on a terminal.
+struct ProgressOption: ParsableArguments {
+    @Flag(name: .shortAndLong, help: "Show no progress line (it is shown only on a terminal, for work that lasts over half a second).")
+    var quiet = false
+
+    // Validation runs once, before the command: the one place every command with this
+    // option passes through, so no command can forget to honour it.
+    func validate() throws {
+        if quiet { ProgressLine.isEnabled = false }
+    }
+}

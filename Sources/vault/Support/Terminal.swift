@@ -6,7 +6,7 @@ import VaultCore
 /// piped input.
 enum Terminal {
     static func standardError(_ line: String) {
-        FileHandle.standardError.write(Data((line + "\n").utf8))
+        ProgressLine.clearing { FileHandle.standardError.write(Data((line + "\n").utf8)) }
     }
 
     /// Colour only on a terminal, and never when NO_COLOR is set (no-color.org).
@@ -26,13 +26,13 @@ enum Terminal {
         // One question at a time in this process (vault serve may have several to ask), and
         // nothing typed before the question answers it: a "y" meant for one question must
         // never be read by another.
-        return questions.withLock {
+        return questions.withLock { ProgressLine.clearing {
             details.forEach(standardError)
             tty.discardTypedAhead()
             tty.write(question + " [y/N] ")
             let answer = tty.readLine(echo: true)?.trimmingCharacters(in: .whitespaces).lowercased()
             return answer == "y" || answer == "yes"
-        }
+        } }
     }
 
     private static let questions = NSLock()
@@ -49,12 +49,15 @@ enum Terminal {
         guard let tty = TTY() else {
             throw CLIError.noTerminal(purpose: "a passphrase", alternative: "pass --passphrase-file FILE")
         }
-        let first = try tty.readSecret(prompt: prompt)
-        if confirm {
-            let second = try tty.readSecret(prompt: "Repeat it: ")
-            guard first.constantTimeEquals(second) else { throw CLIError.passphrasesDiffer }
+        // A progress line stays off the terminal while the person types.
+        return try ProgressLine.clearing {
+            let first = try tty.readSecret(prompt: prompt)
+            if confirm {
+                let second = try tty.readSecret(prompt: "Repeat it: ")
+                guard first.constantTimeEquals(second) else { throw CLIError.passphrasesDiffer }
+            }
+            return first
         }
-        return first
     }
 }
 

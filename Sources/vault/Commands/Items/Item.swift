@@ -45,6 +45,7 @@ struct ItemAdd: AsyncParsableCommand {
 
     @OptionGroup var passwordLayer: PasswordLayerOptions
     @OptionGroup var recovery: KeyRecoveryOptions
+    @OptionGroup var progress: ProgressOption
 
     func run() async throws {
         let itemType = try resolvedType()
@@ -60,9 +61,13 @@ struct ItemAdd: AsyncParsableCommand {
         let itemKey = try await access.itemKey(for: header, holding: holding) {
             try await recovery.recoverKey(holding, keystore: keystore, keys: keys)
         }
-        var source = try secretContent(type: fieldsType, file: file)
+        let content = try secretContent(type: fieldsType, file: file)
+        let meter = ProgressMeter("encrypting", total: (content as? FileSource)?.size ?? 0)
+        var source = MeteredSource(content, meter: meter)
+        ProgressLine.show("encrypting", [meter])
         let item = try keystore.addItem(header, metadata: metadata, content: &source, itemKey: itemKey, password: layerPassword,
                                         scrypt: try passwordLayer.scrypt.parameters())
+        ProgressLine.end()
         print(item.header.itemIDHex)
         Terminal.standardError("added \(itemType) \(item.header.itemIDHex.prefix(16)) under key '\(holding.displayName)' (\(item.size) bytes)")
     }

@@ -24,6 +24,7 @@ struct ItemShow: AsyncParsableCommand {
     var passwordFile: String?
 
     @OptionGroup var recovery: KeyRecoveryOptions
+    @OptionGroup var progress: ProgressOption
 
     func run() async throws {
         let keystore = try home.openKeystore()
@@ -39,15 +40,19 @@ struct ItemShow: AsyncParsableCommand {
             try await recovery.recoverKey(holding, keystore: keystore, keys: keys)
         }
         let file = try output.flatMap { $0 == "-" ? nil : try OutputFile(path: $0, replace: force, hiddenUntilCommit: true) }
+        let meter = ProgressMeter("decrypting", total: item.size)
         let sink: (UnsafeRawBufferPointer) throws -> Void = { bytes in
             if let file { try file.write(bytes) } else { try writeStandardOutput(bytes) }
+            meter.advance(bytes.count)
         }
+        ProgressLine.show("decrypting", [meter])
         let password = layerPassword(file: passwordFile, prompt: "Password for the item: ")
         let metadata = try keystore.openItem(item, itemKey: itemKey, password: password, metadataReady: { metadata in
             if type == .contact { try Array(contactText(metadata).utf8).withUnsafeBytes(sink) }
         }, content: sink)
         if type == .password && file == nil { try Array("\n".utf8).withUnsafeBytes(sink) }
         try file?.commit()
+        ProgressLine.end()
         if let name = metadata.fileName { Terminal.standardError("file name: \(TerminalText.escaped(name))") }
         if let username = metadata.username { Terminal.standardError("username: \(TerminalText.escaped(username))") }
         if let url = metadata.url { Terminal.standardError("url: \(TerminalText.escaped(url))") }
@@ -94,6 +99,7 @@ struct ItemCopy: AsyncParsableCommand {
     var toKey: String
 
     @OptionGroup var recovery: KeyRecoveryOptions
+    @OptionGroup var progress: ProgressOption
 
     func run() async throws {
         let keystore = try home.openKeystore()

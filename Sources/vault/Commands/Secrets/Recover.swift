@@ -38,6 +38,8 @@ struct Recover: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Seconds to wait for holders over the LAN.", valueName: "s"))
     var timeout: Int = 10
 
+    @OptionGroup var progress: ProgressOption
+
     func run() async throws {
         let keystore = try home.openKeystore()
         let secret = try keystore.secret(matching: self.secret)
@@ -63,6 +65,8 @@ struct Recover: AsyncParsableCommand {
         }
         let key = SecureBytes(count: 32)
         var keyLength = 0
+        let meter = ProgressMeter("recovering")
+        ProgressLine.show("recovering", [meter])
         // Gathered pieces are files deleted when released: keep them until recovery is done.
         let result = try withExtendedLifetime(gathered) { try SecretRecovery.recover(
             secret, keystore: keystore, identity: identity, pieceFiles: pieces, password: password,
@@ -76,6 +80,7 @@ struct Recover: AsyncParsableCommand {
                     Terminal.standardError("piece \(piece.index ?? 0) from \(holder(piece)): verified")
                 }
             },
+            progress: meter,
             output: { bytes in
                 // A key is shown as hex, once whole; until then it sits in locked memory.
                 guard type == .key else { return try sink(bytes) }
@@ -100,6 +105,7 @@ struct Recover: AsyncParsableCommand {
         // A password ends its line on standard output, as `pass show` does; a file gets it exact.
         if type == .password && file == nil { try Array("\n".utf8).withUnsafeBytes(sink) }
         try file?.commit()
+        ProgressLine.end()
         if let name = result.metadata.fileName { Terminal.standardError("file name: \(TerminalText.escaped(name))") }
         if let username = result.metadata.username { Terminal.standardError("username: \(TerminalText.escaped(username))") }
         if let url = result.metadata.url { Terminal.standardError("url: \(TerminalText.escaped(url))") }

@@ -54,6 +54,7 @@ struct Reshare: AsyncParsableCommand {
 
         let recoverer = recovery.recoverer(keystore, identity: identity)
         let gathered = try await recoverer.gatherPieces(of: old)
+        ProgressLine.end()
         let passwordFile = self.passwordFile ?? recovery.keyPasswordFile
         // The password is asked for once, by recovery, and kept for the new password layer.
         var password: SecureBytes?

@@ -22,12 +22,18 @@ struct SecretsImport: ParsableCommand {
     @Argument(help: ArgumentHelp("Bundle files (.vshare).", valueName: "file"))
     var files: [String]
 
+    @OptionGroup var progress: ProgressOption
+
     func run() throws {
         guard !files.isEmpty else { throw ValidationError("give at least one bundle file") }
         let keystore = try home.openKeystore()
         let identity = try keys.unlock(keystore)
         let peers = try keystore.peers()
-        for secret in try keystore.importBundles(files, identity: identity) {
+        let meter = ProgressMeter("importing")
+        ProgressLine.show("importing", [meter])
+        let imported = try keystore.importBundles(files, identity: identity, progress: meter)
+        ProgressLine.end()
+        for secret in imported {
             let header = secret.header
             let dealer = peers.first { $0.card == header.dealer }?.label.value ?? "yourself"
             Terminal.standardError("imported \(header.type) \(header.secretIDHex.prefix(16)) from \(dealer): share \(header.holderIndex) of \(header.count), \(header.threshold) needed")

@@ -20,14 +20,19 @@ struct SecretsRelease: ParsableCommand {
     @Option(name: [.short, .customLong("output")], help: ArgumentHelp("The file to write.", valueName: "file"))
     var output: String
 
+    @OptionGroup var progress: ProgressOption
+
     func run() throws {
         let keystore = try home.openKeystore()
         let secret = try keystore.secret(matching: self.secret)
         let peer = try keystore.peer(named: recipient)
         let identity = try keys.unlock(keystore)
         let file = try OutputFile(path: output, hiddenUntilCommit: true)
-        try ReleasedPiece.release(secret, to: peer, keystore: keystore, identity: identity, output: file)
+        let meter = ProgressMeter("releasing")
+        ProgressLine.show("releasing", [meter])
+        try ReleasedPiece.release(secret, to: peer, keystore: keystore, identity: identity, output: file, progress: meter)
         try file.commit()
+        ProgressLine.end()
         try keystore.recordRelease(secretID: secret.header.secretID, peer: peer,
                                    requester: secret.header.index(of: peer.card.agreementKey) ?? 0, decision: .manual)
         Terminal.standardError("released piece \(secret.header.holderIndex) of \(secret.header.secretIDHex.prefix(16)) for '\(peer.label)' in \(output)")
@@ -49,6 +54,8 @@ struct SecretsPush: AsyncParsableCommand {
     var to: String
 
     @OptionGroup var reach: PeerAddressOptions
+
+    @OptionGroup var progress: ProgressOption
 
     func run() async throws {
         let keystore = try home.openKeystore()

@@ -48,6 +48,8 @@ struct Share: AsyncParsableCommand {
 
     @OptionGroup var fields: SecretFieldOptions
 
+    @OptionGroup var progress: ProgressOption
+
     func run() async throws {
         let secretType = try resolvedType()
         let keystore = try home.openKeystore()
@@ -118,7 +120,11 @@ func distribute(_ request: ShareRequest, content: inout some ByteSource, peers: 
         try outDir.map { try OutputFile(path: $0 + "/\(holder.label).vshare", hiddenUntilCommit: true) }
             ?? OutputFile(path: outbox.pendingPath(for: holder.label))
     }
-    let headers = try SecretDealer.share(request, content: &content, dealer: identity, outputs: [own] + others)
+    let meter = ProgressMeter("sharing", total: (content as? FileSource)?.size ?? 0)
+    var metered = MeteredSource(content, meter: meter)
+    ProgressLine.show("sharing", [meter])
+    let headers = try SecretDealer.share(request, content: &metered, dealer: identity, outputs: [own] + others)
+    ProgressLine.end()
     try check()
     // All or nothing: every bundle takes its final name (which the file system may refuse:
     // too long, taken) before the dealer's share is stored, and is removed if anything fails.
@@ -165,8 +171,11 @@ func deliver(_ path: String, to peer: Peer, address: PeerAddress?, identity: Ide
         Terminal.standardError("  \(peer.label): unreachable: not found nearby and no address known (use --peer \(peer.label)=HOST:PORT)")
         return false
     }
+    let meter = ProgressMeter(peer.label.value, total: (try? FileSource(path: path).size) ?? 0)
+    ProgressLine.show("delivering to \(peer.label)", [meter])
+    defer { ProgressLine.end() }
     do {
-        try await PeerClient.deliver(bundleAt: path, to: peer, at: address, identity: identity)
+        try await PeerClient.deliver(bundleAt: path, to: peer, at: address, identity: identity, progress: meter)
         Terminal.standardError("  \(peer.label): delivered to \(address)")
         return true
     } catch let error as NetError {

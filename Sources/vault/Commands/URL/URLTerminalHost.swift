@@ -43,6 +43,7 @@ struct URLTerminalHost: URLRequestHost {
 
     /// Recovers the key and leaves it in the agent for 15 minutes.
     func recoverKey(_ holding: KeyHolding) async throws -> SecureBytes {
+        defer { ProgressLine.end() }
         let key = try await recovery.recoverer(keystore, identity: try keys.unlock(keystore))
             .recoverSharedKey(holding, password: recovery.keyPassword(for: holding))
         if let agent = access.agent { try await agent.unlock(keyID: holding.keyID, key: key, seconds: 15 * 60) }
