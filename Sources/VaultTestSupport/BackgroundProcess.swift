@@ -63,6 +63,7 @@ public final class BackgroundProcess: @unchecked Sendable {
 extension VaultBinary {
     /// Starts `vault ARGUMENTS` in the background, logging to `log`.
     public func background(_ arguments: [String], log: String) throws -> BackgroundProcess {
-        try BackgroundProcess(Self.path, arguments, environment: childEnvironment, logPath: log)
+        let (executable, all) = launcher(Self.path, arguments)
+        return try BackgroundProcess(executable, all, environment: childEnvironment, logPath: log)
     }
 }

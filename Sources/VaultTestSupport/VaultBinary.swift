@@ -25,6 +25,13 @@ public struct VaultBinary: Sendable {
     /// Extra environment for every command.
     public var environment: [String: String]
 
+    /// How a command is started: by default the binary itself; inside a namespace, a
+    /// wrapper (see ``SmallDisk``).
+    public var launcher: @Sendable (_ executable: String, _ arguments: [String]) -> (String, [String]) = { ($0, $1) }
+    /// Where the test finds the files the commands see (the keystore): "" unless the
+    /// commands run in a mount namespace of their own.
+    public var fileRoot = ""
+
     public init(home: String, environment: [String: String] = [:]) {
         self.home = home
         self.environment = environment
@@ -47,7 +54,8 @@ public struct VaultBinary: Sendable {
 
     /// Runs `vault ARGUMENTS` with no controlling terminal.
     public func run(_ arguments: [String], stdin: [UInt8] = []) throws -> ProcessResult {
-        try ProcessRunner.run(Self.path, arguments, stdin: stdin, environment: childEnvironment)
+        let (executable, all) = launcher(Self.path, arguments)
+        return try ProcessRunner.run(executable, all, stdin: stdin, environment: childEnvironment)
     }
 
     /// Starts `vault ARGUMENTS` with a pseudo-terminal as its controlling terminal.
@@ -63,6 +71,6 @@ public struct VaultBinary: Sendable {
 
     /// The keystore file's bytes: tests compare them before and after a refused command.
     public func keystoreBytes() -> Data? {
-        FileManager.default.contents(atPath: home + "/vault.sqlite")
+        FileManager.default.contents(atPath: fileRoot + home + "/vault.sqlite")
     }
 }

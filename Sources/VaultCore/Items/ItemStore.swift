@@ -30,7 +30,7 @@ extension Keystore {
     public func addItem(_ header: ItemHeader, metadata: SecretMetadata, content: inout some ByteSource, itemKey: SecureBytes,
                         password: SecureBytes? = nil, scrypt: ScryptParameters = .default,
                         random: some RandomSource = SecureRandom()) throws -> StoredItem {
-        try Self.storage {
+        try Self.storage(on: home.directory) {
             try database.write { db in
                 let rows = try ItemRows(db: db, itemID: header.itemID)
                 let size = try ItemCrypto.sealStream(header, metadata: metadata, content: &content, itemKey: itemKey, password: password,
@@ -54,7 +54,7 @@ extension Keystore {
     /// (or not, for an item its user just opened). Plaintext is counted and dropped, never kept.
     public func importItem(_ header: ItemHeader, streamLength: UInt64, from source: inout some ByteSource,
                            key: SecureBytes, markNew: Bool = true) throws -> StoredItem {
-        try Self.storage {
+        try Self.storage(on: home.directory) {
             try database.write { db in
                 let rows = try ItemRows(db: db, itemID: header.itemID)
                 let check = ImportCheck(header)
@@ -105,7 +105,7 @@ extension Keystore {
     /// Re-encrypts an item under another key as a new item (`newHeader`), streaming.
     public func copyItem(_ item: StoredItem, itemKey: SecureBytes, to newHeader: ItemHeader, newItemKey: SecureBytes) throws -> StoredItem {
         precondition(newHeader.type == item.header.type)
-        return try Self.storage {
+        return try Self.storage(on: home.directory) {
             try database.write { db in
                 let rows = try ItemRows(db: db, itemID: newHeader.itemID)
                 let sealer = try StreamSealer(key: newItemKey, emit: rows.write)
@@ -182,7 +182,7 @@ extension Keystore {
     }
 
     private func withItemStream<T>(_ item: StoredItem, _ body: (inout BlobRows) throws -> T) throws -> T {
-        try Self.storage {
+        try Self.storage(on: home.directory) {
             try database.read { db in
                 var source = try BlobRows(db: db, sql: "SELECT data FROM item_chunk WHERE item_id = ? ORDER BY seq", id: item.header.itemID)
                 return try body(&source)

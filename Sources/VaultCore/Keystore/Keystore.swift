@@ -167,14 +167,14 @@ public final class Keystore: Sendable {
             // do not linger past it in the file's unused tail.
             _ = try Int.fetchOne(db, sql: "PRAGMA journal_size_limit = 0")
         }
-        return try storage { try DatabaseQueue(path: path, configuration: configuration) }
+        return try storage(on: (path as NSString).deletingLastPathComponent) { try DatabaseQueue(path: path, configuration: configuration) }
     }
 
     /// Copies the WAL into the database and empties it, after a write of identity secrets.
     /// Until then the old key pages (perhaps unencrypted) stay in the WAL and in the main
     /// file, and SQLite checkpoints on close only when no other connection holds the file.
     func scrubJournal() throws(VaultError) {
-        let busy = try Self.storage {
+        let busy = try Self.storage(on: home.directory) {
             try database.writeWithoutTransaction { db in
                 try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")?[0] as Int? ?? 1
             }
@@ -186,7 +186,7 @@ public final class Keystore: Sendable {
 
     private func migrate() throws(VaultError) {
         let migrator = KeystoreSchema.migrator
-        try Self.storage {
+        try Self.storage(on: home.directory) {
             let (superseded, complete) = try database.read {
                 (try migrator.hasBeenSuperseded($0), try migrator.hasCompletedMigrations($0))
             }
@@ -198,15 +198,17 @@ public final class Keystore: Sendable {
     }
 
     func read<T>(_ body: (Database) throws -> T) throws(VaultError) -> T {
-        try Self.storage { try database.read(body) }
+        try Self.storage(on: home.directory) { try database.read(body) }
     }
 
     func write<T>(_ body: (Database) throws -> T) throws(VaultError) -> T {
-        try Self.storage { try database.write(body) }
+        try Self.storage(on: home.directory) { try database.write(body) }
     }
 
-    /// Runs `body`, turning SQLite's errors into ``VaultError/storage(_:)``.
-    static func storage<T>(_ body: () throws -> T) throws(VaultError) -> T {
+    /// Runs `body`, turning SQLite's errors into ``VaultError/storage(_:)``. `directory`
+    /// holds the keystore: SQLite reports a full disk as a plain I/O error when it cannot
+    /// even grow its shared-memory index or journal, so a full disk is told by looking.
+    static func storage<T>(on directory: String, _ body: () throws -> T) throws(VaultError) -> T {
         do {
             return try body()
         } catch let error as VaultError {
@@ -214,6 +216,7 @@ public final class Keystore: Sendable {
         } catch let error as DatabaseError {
             switch error.resultCode {
             case .SQLITE_FULL: throw .storage("the disk is full")
+            case .SQLITE_IOERR where Self.isFull(directory): throw .storage("the disk is full")
             case .SQLITE_READONLY, .SQLITE_PERM, .SQLITE_CANTOPEN: throw .storage("cannot write the keystore (\(error.message ?? "permission denied"))")
             case .SQLITE_CORRUPT, .SQLITE_NOTADB: throw .keystoreCorrupt(error.message ?? "not a database")
             default: throw .storage(error.message ?? "\(error.resultCode)")
@@ -221,6 +224,12 @@ public final class Keystore: Sendable {
         } catch {
             throw .storage("\(error)")
         }
+    }
+
+    /// Whether the file system holding `directory` has no room left for an ordinary user.
+    static func isFull(_ directory: String) -> Bool {
+        var info = statvfs()
+        return statvfs(directory, &info) == 0 && info.f_bavail == 0
     }
 }
 

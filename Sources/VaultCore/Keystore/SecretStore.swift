@@ -120,7 +120,7 @@ extension Keystore {
     /// Runs `body` with this share's sealed piece stream, read from the keystore in
     /// bounded memory, inside one read transaction.
     func withSealedPiece<T>(_ secret: StoredSecret, _ body: (inout any ByteSource) throws -> T) throws -> T {
-        try Self.storage {
+        try Self.storage(on: home.directory) {
             try database.read { db in
                 var source: any ByteSource = try BlobRows(db: db, sql: "SELECT data FROM secret_piece WHERE secret_id = ? ORDER BY seq",
                                                           id: secret.header.rowID)

@@ -42,6 +42,13 @@ extension VaultHome {
     /// A path for a transient file in the home directory.
     public func transientPath(_ suffix: String) -> String { directory + "/" + Self.transientFileName(suffix) }
 
+    /// A new transient file in `folder` (default: the home directory), whose errors name
+    /// the folder ("…: No space left on device"), not the file's internal name.
+    public func transientFile(_ suffix: String, in folder: String? = nil) throws(VaultError) -> OutputFile {
+        let folder = folder ?? directory
+        return try OutputFile(path: folder + "/" + Self.transientFileName(suffix), shownAs: "the vault directory \(folder)")
+    }
+
     /// Removes the transient files, in the home and its outbox, of processes that no longer
     /// run. A process killed (SIGKILL, power loss) between writing such a file and removing
     /// it leaves it behind. They hold only sealed bytes, never plaintext, but a half-written

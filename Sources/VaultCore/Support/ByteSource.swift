@@ -33,7 +33,19 @@ public final class FileSource: ByteSource {
         guard fd >= 0 else { throw .fileSystem(path: path, reason: String(cString: strerror(errno))) }
         owned = true
         self.path = path
+        var info = stat()
+        if fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFDIR {
+            close(fd)
+            throw .fileSystem(path: path, reason: String(cString: strerror(EISDIR)))
+        }
+        // A regular file is expected to stay as it was while it is read (files in /proc
+        // claim 0 bytes and are read as streams).
+        if info.st_mode & S_IFMT == S_IFREG && info.st_size > 0 { openedSize = UInt64(info.st_size) }
     }
+
+    /// The size of a regular file when it was opened; nil for streams.
+    private var openedSize: UInt64?
+    private var consumed: UInt64 = 0
 
     /// Reads an open descriptor (a pipe's read end), closing it when released.
     public init(fileDescriptor: Int32, path: String) {
@@ -58,10 +70,19 @@ public final class FileSource: ByteSource {
         return UInt64(info.st_size)
     }
 
+    /// Reads the next bytes. A regular file that shrinks or grows while it is read is
+    /// refused: what was read is then neither the old content nor the new one, and a secret
+    /// shared from it would silently not be the file the user meant.
     public func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
         while true {
             let count = Foundation.read(fd, buffer.baseAddress, buffer.count)
-            if count >= 0 { return count }
+            if count >= 0 {
+                consumed += UInt64(count)
+                if let openedSize, count == 0 ? consumed < openedSize : consumed > openedSize {
+                    throw VaultError.fileSystem(path: path, reason: "it changed size while it was being read")
+                }
+                return count
+            }
             if errno != EINTR { throw VaultError.fileSystem(path: path, reason: String(cString: strerror(errno))) }
         }
     }
@@ -114,9 +135,15 @@ public final class OutputFile {
     /// the end. A process killed part way (even by SIGKILL) then leaves nothing behind, not
     /// even a partial file. Where the file system lacks O_TMPFILE, it falls back to the named
     /// file, removed on failure.
-    public init(path: String, replace: Bool = false, mode: mode_t = 0o600, hiddenUntilCommit: Bool = false) throws(VaultError) {
+    ///
+    /// Errors name the file as `shownAs` (default: its path): a file of vault's own, such as a
+    /// transient one in the keystore directory, is named by where it is, not by its name.
+    public init(path: String, replace: Bool = false, mode: mode_t = 0o600, hiddenUntilCommit: Bool = false,
+                shownAs: String? = nil) throws(VaultError) {
         self.path = path
         finalPath = path
+        let name = shownAs ?? path
+        self.name = name
         if replace {
             temporaryPath = path + ".vault-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         } else {
@@ -135,10 +162,12 @@ public final class OutputFile {
         fd = open(temporaryPath ?? path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
         guard fd >= 0 else {
             if errno == EEXIST { throw .fileExists(path: path) }
-            throw .fileSystem(path: path, reason: String(cString: strerror(errno)))
+            throw .fileSystem(path: name, reason: String(cString: strerror(errno)))
         }
     }
 
+    /// What errors call the file.
+    private let name: String
     private let finalPath: String
     private let temporaryPath: String?
     private var unnamed = false
@@ -156,7 +185,7 @@ public final class OutputFile {
         while offset < bytes.count {
             let count = Foundation.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
             if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { throw .fileSystem(path: path, reason: String(cString: strerror(errno))) }
+            guard count > 0 else { throw .fileSystem(path: name, reason: String(cString: strerror(errno))) }
             offset += count
         }
     }
@@ -164,26 +193,26 @@ public final class OutputFile {
     /// Writes bytes at an offset already written (a reserved prefix).
     func write(_ bytes: [UInt8], at position: UInt64) throws(VaultError) {
         let count = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress!, $0.count, off_t(position)) }
-        guard count == bytes.count else { throw .fileSystem(path: path, reason: String(cString: strerror(errno))) }
+        guard count == bytes.count else { throw .fileSystem(path: name, reason: String(cString: strerror(errno))) }
     }
 
     /// Flushes to disk, closes, and keeps the file.
     public func commit() throws(VaultError) {
-        guard fsync(fd) == 0 else { throw .fileSystem(path: path, reason: String(cString: strerror(errno))) }
+        guard fsync(fd) == 0 else { throw .fileSystem(path: name, reason: String(cString: strerror(errno))) }
         if unnamed {
             // Give the unnamed inode its name (or the temporary one, renamed over the old
             // file next). linkat refuses an existing name: O_EXCL's promise, kept to the end.
             let name = temporaryPath ?? finalPath
             guard linkat(AT_FDCWD, "/proc/self/fd/\(fd)", AT_FDCWD, name, AT_SYMLINK_FOLLOW) == 0 else {
                 if errno == EEXIST { throw .fileExists(path: path) }
-                throw .fileSystem(path: path, reason: String(cString: strerror(errno)))
+                throw .fileSystem(path: name, reason: String(cString: strerror(errno)))
             }
             unnamed = false
         }
         close(fd)
         fd = -1
         if let temporaryPath, rename(temporaryPath, finalPath) != 0 {
-            throw .fileSystem(path: path, reason: String(cString: strerror(errno)))
+            throw .fileSystem(path: name, reason: String(cString: strerror(errno)))
         }
         committed = true
     }

@@ -25,7 +25,24 @@ public enum PeerClient {
         } catch {
             throw NetError.unreachable("\(address): \(describe(error))")
         }
-        return try await SecureChannel.run(connection, initiator: true, identity: identity, expectedRemote: expecting) { channel in
+        do {
+            return try await exchange(connection, identity: identity, expecting: expecting, body)
+        } catch let error as NetError {
+            throw error
+        } catch let error as VaultError {
+            throw error
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            // The transport failed under the exchange (a reset, a broken pipe): to the user,
+            // the connection closed, whatever NIO calls it.
+            throw NetError.closed
+        }
+    }
+
+    private static func exchange<T>(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>, identity: Identity,
+                                    expecting: (key: [UInt8], label: String)?, _ body: (SecureChannel) async throws -> T) async throws -> T {
+        try await SecureChannel.run(connection, initiator: true, identity: identity, expectedRemote: expecting) { channel in
             let (type, answer) = try await channel.receive()
             switch type {
             case .welcome: return try await body(channel)

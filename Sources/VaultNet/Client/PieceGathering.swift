@@ -47,7 +47,7 @@ public enum PieceGathering {
             for holder in holders {
                 group.addTask {
                     do {
-                        let file = try OutputFile(path: directory + "/" + VaultHome.transientFileName("vpiece"))
+                        let file = try OutputFile(path: directory + "/" + VaultHome.transientFileName("vpiece"), shownAs: "the vault directory \(directory)")
                         try await PeerClient.requestPiece(of: secret, from: holder.peer, holderIndex: holder.index,
                                                           at: holder.address, identity: identity, into: file,
                                                           progress: holder.progress) { id, seconds in

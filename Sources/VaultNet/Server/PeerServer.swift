@@ -166,9 +166,17 @@ public final class PeerServer: @unchecked Sendable {
         var prefix = IncomingBundle()
         var incoming: OutputFile?
         var header: BundleHeader?
+        // This holder's own failure to store (a full disk): the rest of the body, whose length
+        // is already bounded, is read and dropped so that the sender hears why instead of a
+        // reset connection.
+        var storeFailure: VaultError?
+        func store(_ write: () throws -> Void) throws {
+            do { try write() } catch let error as VaultError { storeFailure = error }
+        }
         do {
             try await channel.receiveBody(length) { chunk in
-                if let incoming { return try incoming.write(chunk) }
+                if storeFailure != nil { return }
+                if let incoming { return try store { try incoming.write(chunk) } }
                 let parsed: (header: BundleHeader, length: UInt64, bytes: [UInt8])?
                 do { parsed = try prefix.take(chunk) } catch let error as VaultError { throw DeliveryRefusal(error.description) }
                 guard let parsed else { return }
@@ -177,13 +185,21 @@ public final class PeerServer: @unchecked Sendable {
                     throw DeliveryRefusal("the bundle is \(length) bytes long, but its header says \(parsed.length)")
                 }
                 // The bundle is sealed to this identity; it is kept at 0600 and removed afterwards.
-                let file = try OutputFile(path: keystore.home.transientPath("vshare"))
-                try parsed.bytes.withUnsafeBytes { try file.write($0) }
-                (incoming, header) = (file, parsed.header)
+                try store {
+                    let file = try keystore.home.transientFile("vshare")
+                    try parsed.bytes.withUnsafeBytes { try file.write($0) }
+                    (incoming, header) = (file, parsed.header)
+                }
             }
         } catch let refusal as DeliveryRefusal {
             log("refused a share from '\(peer.label)': \(refusal.reason)")
             return try await answer(.rejectedBundle, refusal.reason)
+        }
+        if let storeFailure {
+            log("could not store a share from '\(peer.label)': \(storeFailure)")
+            // The sender learns the system's reason, not this machine's paths.
+            guard case .fileSystem(_, let reason) = storeFailure else { return try await answer(.storage, "") }
+            return try await answer(.storage, reason)
         }
         guard let incoming, let header else {
             log("refused a share from '\(peer.label)': it is truncated")
@@ -209,6 +225,8 @@ public final class PeerServer: @unchecked Sendable {
             try await answer(nil, "stored")
         } catch let error as VaultError {
             log("refused a share from '\(peer.label)': \(error)")
+            // A failure of this holder's own keystore is no fault of the bundle.
+            if case .storage(let message) = error { return try await answer(.storage, message) }
             try await answer(.rejectedBundle, error.description)
         }
     }
@@ -270,7 +288,7 @@ public final class PeerServer: @unchecked Sendable {
                 decision = .approved
             }
         }
-        let released = try OutputFile(path: keystore.home.transientPath("vpiece"))
+        let released = try keystore.home.transientFile("vpiece")
         try ReleasedPiece.release(secret, to: peer, keystore: keystore, identity: identity, output: released)
         var source = try FileSource(path: released.path)
         try keystore.recordRelease(secretID: header.secretID, peer: peer, requester: request.requester, decision: decision)

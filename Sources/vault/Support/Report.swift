@@ -82,6 +82,17 @@ enum Report {
         }
     }
 
+    /// What the user can do about a file the system refused, by the system's reason.
+    private static func fileSystemHint(_ reason: String) -> String? {
+        func says(_ code: Int32) -> Bool { reason == String(cString: strerror(code)) }
+        if says(ENOSPC) || says(EDQUOT) { return "free some space on that disk, or write to another one; nothing was kept" }
+        if says(EROFS) { return "that file system is read-only: write somewhere else" }
+        if says(ENOENT) { return "check the path: the file, or a directory on the way to it, does not exist" }
+        if says(EACCES) || says(EPERM) { return "check the permissions of the file and its directory" }
+        if says(EISDIR) { return "give the path of a file, not of a directory" }
+        return nil
+    }
+
     static func hint(for error: VaultError) -> String? {
         switch error {
         case .noKeystore:
@@ -126,6 +137,8 @@ enum Report {
             "unlock it with 'vault unlock \(name)'"
         case .storage(let message) where message.contains("disk is full"):
             "free some disk space; nothing was changed"
+        case .fileSystem(_, let reason):
+            fileSystemHint(reason)
         default:
             nil
         }
