@@ -22,21 +22,32 @@ enum Entry {
         var noCore = rlimit(rlim_cur: 0, rlim_max: 0)
         setrlimit(Int32(RLIMIT_CORE.rawValue), &noCore)
         _ = vault_disable_dumping()
+        var command: ParsableCommand
         do {
-            var command = try Vault.parseAsRoot()
+            command = try Vault.parseAsRoot()
+        } catch {
+            commandLine(error)
+        }
+        do {
             if var asynchronous = command as? AsyncParsableCommand {
                 try await asynchronous.run()
             } else {
                 try command.run()
             }
         } catch {
+            // Whatever a command throws is reported in words (Report), never as Swift
+            // describes it; only ArgumentParser's own errors go on to commandLine.
             if let code = Report.handle(error) { exit(code) }
-            // Help and version requests print as ArgumentParser formats them; mistakes on the
-            // command line get the same two-line shape as every other error.
-            let code = Vault.exitCode(for: error)
-            guard code == .validationFailure else { Vault.exit(withError: error) }
-            Report.usage(Vault.message(for: error))
-            exit(code.rawValue)
+            commandLine(error)
         }
+    }
+
+    /// Help and version requests print as ArgumentParser formats them; mistakes on the
+    /// command line get the same two-line shape as every other error.
+    static func commandLine(_ error: Error) -> Never {
+        let code = Vault.exitCode(for: error)
+        guard code == .validationFailure else { Vault.exit(withError: error) }
+        Report.usage(Vault.message(for: error))
+        exit(code.rawValue)
     }
 }

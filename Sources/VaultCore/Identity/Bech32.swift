@@ -3,13 +3,16 @@
 /// Strict: one case only, every character from the alphabet, a valid checksum, and
 /// zero padding bits (a non-canonical encoding of the same bytes is refused).
 enum Bech32 {
-    enum Failure: Error, Equatable {
+    enum Failure: UserFacingError, Equatable {
         case tooLong
         case mixedCase
         case missingSeparator
         case invalidCharacter
         case badChecksum
         case nonCanonicalPadding
+
+        /// In words, as a key card's defect says it.
+        var description: String { CardDefect(self).description }
     }
 
     /// Longest string accepted; a key card is 115 characters.

@@ -37,7 +37,7 @@ public enum ItemArmor {
         do {
             decoded = try Bech32.decode(text.trimmingCharacters(in: .whitespacesAndNewlines), maximumLength: maximumQRText)
         } catch {
-            throw .badArmor("the QR text is damaged (\(error))")
+            throw .badArmor("the QR text is damaged: \(error)")
         }
         guard decoded.hrp == qrPrefix else { throw .badArmor("the QR text does not start with VAULTITEM1") }
         return decoded.data

@@ -115,7 +115,7 @@ public struct ItemHeader: Equatable, Sendable {
         } catch let error as VaultError {
             throw error
         } catch {
-            throw fail("\(error)")
+            throw fail(VaultError.words(for: error))
         }
     }
 

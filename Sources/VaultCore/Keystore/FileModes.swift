@@ -17,7 +17,7 @@ enum FileModes {
                 try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
             }
         } catch {
-            throw .fileSystem(path: parent, reason: "cannot create the directory")
+            throw .fileSystem(path: parent, error: error)
         }
         guard mkdir(home.directory, 0o700) == 0 || errno == EEXIST else {
             throw .fileSystem(path: home.directory, reason: String(cString: strerror(errno)))

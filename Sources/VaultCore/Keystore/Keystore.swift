@@ -152,6 +152,9 @@ public final class Keystore: Sendable {
     /// DatabasePool, which creates and drops a table on every open: a command that changes
     /// nothing must leave the file byte for byte as it was.
     private static func connect(_ path: String) throws(VaultError) -> DatabaseQueue {
+        // SQLite says only "unable to open database file" of a directory in the file's place.
+        var info = stat()
+        if stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR { throw .fileSystem(path: path, errno: EISDIR) }
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         configuration.prepareDatabase { db in
@@ -208,6 +211,8 @@ public final class Keystore: Sendable {
     /// Runs `body`, turning SQLite's errors into ``VaultError/storage(_:)``. `directory`
     /// holds the keystore: SQLite reports a full disk as a plain I/O error when it cannot
     /// even grow its shared-memory index or journal, so a full disk is told by looking.
+    /// Anything else `body` throws is not the keystore's fault (a damaged input read inside
+    /// a transaction must say so itself), so it never takes the keystore's name.
     static func storage<T>(on directory: String, _ body: () throws -> T) throws(VaultError) -> T {
         do {
             return try body()
@@ -215,14 +220,15 @@ public final class Keystore: Sendable {
             throw error
         } catch let error as DatabaseError {
             switch error.resultCode {
-            case .SQLITE_FULL: throw .storage("the disk is full")
-            case .SQLITE_IOERR where Self.isFull(directory): throw .storage("the disk is full")
-            case .SQLITE_READONLY, .SQLITE_PERM, .SQLITE_CANTOPEN: throw .storage("cannot write the keystore (\(error.message ?? "permission denied"))")
+            case .SQLITE_FULL: throw .storage("cannot write the keystore: the disk is full")
+            case .SQLITE_IOERR where Self.isFull(directory): throw .storage("cannot write the keystore: the disk is full")
+            case .SQLITE_READONLY, .SQLITE_PERM, .SQLITE_CANTOPEN:
+                throw .storage("cannot open or write the keystore: \(error.message ?? "permission denied")")
             case .SQLITE_CORRUPT, .SQLITE_NOTADB: throw .keystoreCorrupt(error.message ?? "not a database")
-            default: throw .storage(error.message ?? "\(error.resultCode)")
+            default: throw .storage("cannot use the keystore: \(error.message ?? "SQLite error \(error.resultCode.rawValue)")")
             }
         } catch {
-            throw .storage("\(error)")
+            throw .wrapping(error)
         }
     }
 

@@ -41,16 +41,22 @@ extension Keystore {
     /// Imports share bundles, all or none, after checking each one as far as a holder can
     /// alone: the dealer's signature and trust, that it is sealed to this identity, the
     /// sealed keys bound to the header, the piece against the dealer's commitment and the
-    /// key share against the proof-of-possession key.
+    /// key share against the proof-of-possession key. Of several bundles, a refusal names
+    /// the file (``VaultError/inFile(path:_:)``).
     @discardableResult
     public func importBundles(_ paths: [String], identity: Identity, progress: ProgressMeter? = nil) throws(VaultError) -> [StoredSecret] {
         let peers = try peers()
         let files = try paths.map { path throws(VaultError) in try FileSource(path: path) }
         progress?.expect(files.reduce(0) { $0 + ($1.size ?? 0) })
         return try write { db in
-            try files.map { file in
-                var source = MeteredSource(file, meter: progress)
-                return try self.store(&source, identity: identity, role: .holder, name: nil, trusted: peers, db)
+            try zip(paths, files).map { path, file in
+                do {
+                    var source = MeteredSource(file, meter: progress)
+                    return try self.store(&source, identity: identity, role: .holder, name: nil, trusted: peers, db)
+                } catch let error as VaultError where paths.count > 1 {
+                    if case .fileSystem = error { throw error }
+                    throw VaultError.inFile(path: path, error)
+                }
             }
         }
     }

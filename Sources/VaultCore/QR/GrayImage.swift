@@ -113,21 +113,24 @@ public struct GrayImage: Sendable {
     }
 
     private static func readBounded(_ path: String) throws(VaultError) -> [UInt8] {
-        guard let handle = FileHandle(forReadingAtPath: path) else {
-            throw .unreadableImage(path: path, reason: FileManager.default.fileExists(atPath: path)
-                ? "permission denied" : "no such file")
-        }
-        defer { try? handle.close() }
-        let data: Data
-        do {
-            data = try handle.read(upToCount: Limits.imageFileBytes + 1) ?? Data()
-        } catch {
-            throw .unreadableImage(path: path, reason: "read failed")
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw .unreadableImage(path: path, reason: String(cString: strerror(errno))) }
+        defer { close(fd) }
+        var data: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while data.count <= Limits.imageFileBytes {
+            let count = read(fd, &chunk, chunk.count)
+            if count == 0 { break }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .unreadableImage(path: path, reason: String(cString: strerror(errno)))
+            }
+            data += chunk[0..<count]
         }
         guard data.count <= Limits.imageFileBytes else {
             throw .unreadableImage(path: path, reason: "larger than \(Limits.imageFileBytes >> 20) MiB")
         }
         guard !data.isEmpty else { throw .unreadableImage(path: path, reason: "the file is empty") }
-        return [UInt8](data)
+        return data
     }
 }

@@ -30,7 +30,7 @@ struct ByteWriter {
 
 struct ByteReader {
     /// What a reader reports; the caller turns it into its format's error.
-    enum Failure: Error, Equatable, CustomStringConvertible {
+    enum Failure: UserFacingError, Equatable {
         case truncated
         case trailingBytes
         case invalid(String)

@@ -20,12 +20,15 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
     case keystoreTooNew(path: String)
     /// The keystore's content contradicts itself (for example keys that do not match the card).
     case keystoreCorrupt(String)
-    /// SQLite failed; the text is SQLite's own message.
+    /// The keystore could not be opened, read or written; the text says so in words (with
+    /// SQLite's own reason where it gives one).
     case storage(String)
     /// A file could not be read or written.
     case fileSystem(path: String, reason: String)
     /// A file exists where a new one would be written.
     case fileExists(path: String)
+    /// One of several input files was refused; the error says why.
+    indirect case inFile(path: String, VaultError)
 
     // Passphrases and key derivation.
     /// The private keys are passphrase-protected and no passphrase was given.
@@ -120,6 +123,11 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
     /// Text that should be an armored item or a QR item is not one.
     case badArmor(String)
 
+    // Bugs.
+    /// A step that should never fail did, with an error vault's code did not turn into one
+    /// of the cases above; the text is that error in words (``words(for:)``).
+    case unexpected(String)
+
     public var description: String {
         switch self {
         case .invalidCard(let defect): "invalid key card: \(defect)"
@@ -131,9 +139,10 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
             "the keystore holds \(count) share\(count == 1 ? "" : "s") sealed to the current identity; a new identity could never open \(count == 1 ? "it" : "them")"
         case .keystoreTooNew(let path): "the keystore at \(path) was written by a newer vault"
         case .keystoreCorrupt(let detail): "the keystore is corrupt: \(detail)"
-        case .storage(let message): "keystore error: \(message)"
+        case .storage(let message): message
         case .fileSystem(let path, let reason): "\(path): \(reason)"
         case .fileExists(let path): "\(path) already exists"
+        case .inFile(let path, let error): "\(path): \(error)"
         case .passphraseRequired: "the private keys are protected by a passphrase and none was given"
         case .wrongPassphrase: "wrong passphrase"
         case .emptyPassphrase: "the passphrase is empty"
@@ -177,6 +186,7 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
         case .duplicateItem(let id): "the keystore already holds item \(id.prefix(16))"
         case .itemDoesNotOpen: "the item does not open under its key: it was altered, or made under another key"
         case .badArmor(let detail): "not a vault item: \(detail)"
+        case .unexpected(let detail): "unexpected failure: \(detail); please report it"
         }
     }
 }

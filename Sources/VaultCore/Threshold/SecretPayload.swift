@@ -189,7 +189,7 @@ final class PayloadParser {
                 do {
                     metadata = try SecretMetadata.parse(fields)
                 } catch {
-                    throw VaultError.corruptSecret("its metadata is malformed: \(error)")
+                    throw VaultError.corruptSecret("its metadata is malformed: \(VaultError.words(for: error))")
                 }
                 try metadataReady(metadata!)
             }

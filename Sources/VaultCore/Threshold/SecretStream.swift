@@ -30,7 +30,7 @@ enum SecretStream {
     }
 
     /// Why a stream failed to open.
-    enum Failure: Error, Equatable, CustomStringConvertible {
+    enum Failure: UserFacingError, Equatable {
         /// A chunk did not authenticate: a wrong key, or altered data.
         case forged
         /// The stream ended before its FINAL chunk.

@@ -187,7 +187,7 @@ public struct BundleHeader: Equatable, Sendable {
         } catch ByteReader.Failure.trailingBytes {
             throw fail("bytes follow the header")
         } catch {
-            throw fail("\(error)")
+            throw fail(VaultError.words(for: error))
         }
         // The box carries BLAKE2b(header) as re-encoded here: the received bytes must be the
         // one encoding of what was parsed, or a header that verifies would open nothing.
@@ -367,7 +367,7 @@ public struct IncomingBundle {
         } catch let error as VaultError {
             throw error
         } catch {
-            throw .malformed(what: "the share bundle", detail: "\(error)")
+            throw .malformed(what: "the share bundle", detail: VaultError.words(for: error))
         }
         return (header, ShareBundle.length(prefixLength: prefix.count, header: header), bytes)
     }

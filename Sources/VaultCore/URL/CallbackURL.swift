@@ -20,7 +20,7 @@ public struct CallbackRequest: Sendable {
     public static let maximumLength = 192 << 20
 
     /// Why a URL is not a request at all (no callback can be trusted from it).
-    public enum Failure: Error, Equatable, CustomStringConvertible {
+    public enum Failure: UserFacingError, Equatable {
         case tooLong
         case notVault(String)
         case badPercentEncoding(String)

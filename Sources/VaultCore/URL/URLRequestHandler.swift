@@ -89,7 +89,7 @@ public struct URLRequestHandler {
         } catch let error as VaultError {
             return .failure(.failed, error.description)
         } catch {
-            return .failure(.failed, "\(error)")
+            return .failure(.failed, VaultError.words(for: error))
         }
     }
 
@@ -203,7 +203,7 @@ public struct URLRequestHandler {
     /// The key named by `key`, or one the person picks among the unlocked keys.
     private func chooseKey() async throws -> KeyHolding {
         if let name = request["key"] {
-            do { return try keystore.sharedKey(matching: name) } catch { throw URLFailure(.unknownKey, "\(error)") }
+            do { return try keystore.sharedKey(matching: name) } catch { throw URLFailure(.unknownKey, VaultError.words(for: error)) }
         }
         let unlocked = try await host.unlockedKeyIDs()
         let candidates = try keystore.sharedKeys().filter { unlocked.contains($0.keyID) }

@@ -104,7 +104,7 @@ public final class KeyAgent: @unchecked Sendable {
                 }
             }
         } catch {
-            log("agent: a connection ended: \(error)")
+            log("agent: a connection ended: \(NetError.words(for: error))")
         }
     }
 
@@ -248,7 +248,10 @@ public struct AgentClient: Sendable {
         guard answer.first == AgentStatus.ok.rawValue else { throw NetError.protocolViolation("the agent sent a malformed answer") }
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .secondsSince1970
-        return try decoder.decode([ReleaseApprovals.Request].self, from: Data(answer.dropFirst()))
+        guard let requests = try? decoder.decode([ReleaseApprovals.Request].self, from: Data(answer.dropFirst())) else {
+            throw NetError.protocolViolation("the agent sent a malformed answer")
+        }
+        return requests
     }
 
     /// Approves or denies the waiting request whose id starts with `prefix`; returns its
@@ -266,14 +269,23 @@ public struct AgentClient: Sendable {
     /// One request and its answer, on a new connection (closed by an idle timeout if the
     /// agent never answers).
     private func ask(_ request: [UInt8]) async throws -> [UInt8] {
-        let connection = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .connectTimeout(.seconds(2))
-            .connect(unixDomainSocketPath: path) { SecureChannel.configure($0) }
-        return try await connection.executeThenClose { inbound, outbound in
-            try await outbound.write(ByteBuffer(bytes: request))
-            var iterator = inbound.makeAsyncIterator()
-            guard let answer = try await iterator.next() else { throw NetError.closed }
-            return Array(answer.readableBytesView)
+        let connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>
+        do {
+            connection = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .connectTimeout(.seconds(2))
+                .connect(unixDomainSocketPath: path) { SecureChannel.configure($0) }
+        } catch {
+            throw NetError.unreachable("the agent at \(path): \(NetError.reason(of: error) ?? VaultError.words(for: error))")
+        }
+        do {
+            return try await connection.executeThenClose { inbound, outbound in
+                try await outbound.write(ByteBuffer(bytes: request))
+                var iterator = inbound.makeAsyncIterator()
+                guard let answer = try await iterator.next() else { throw NetError.closed }
+                return Array(answer.readableBytesView)
+            }
+        } catch {
+            throw NetError.lifting(error)
         }
     }
 }

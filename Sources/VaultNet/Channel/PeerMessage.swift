@@ -37,6 +37,23 @@ public enum PeerMessageType: UInt8, Sendable {
     }
 }
 
+extension PeerMessageType: CustomStringConvertible {
+    /// The message's name in words, for errors and logs.
+    public var description: String {
+        switch self {
+        case .deliver: "share delivery"
+        case .deliverResult: "delivery result"
+        case .pieceRequest: "piece request"
+        case .piece: "piece"
+        case .refused: "refusal"
+        case .welcome: "welcome"
+        case .pairCard: "pairing card"
+        case .pairDecision: "pairing decision"
+        case .pairReveal: "pairing reveal"
+        }
+    }
+}
+
 /// Why a peer refused; the code travels on the wire, and Docs/PROTOCOL.md lists them.
 extension PeerMessageType {
     /// The first frame of a message (§2): version ‖ type ‖ body length (8) ‖ the body's start.

@@ -44,7 +44,19 @@ public final class SecureChannel {
         let channel = connection.channel
         // A handshake dribbled in one byte at a time passes the idle check: bound it whole.
         let deadline = channel.eventLoop.scheduleTask(in: .seconds(NetLimits.handshakeSeconds)) { channel.close(promise: nil) }
-        return try await connection.executeThenClose { inbound, outbound in
+        // A socket error (a reset, a broken pipe) is told in words, as a NetError.
+        do {
+            return try await runClosing(connection, initiator: initiator, identity: identity, expectedRemote: expectedRemote,
+                                        deadline: deadline, body)
+        } catch {
+            throw NetError.lifting(error)
+        }
+    }
+
+    private static func runClosing<T>(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>, initiator: Bool, identity: Identity,
+                                      expectedRemote: (key: [UInt8], label: String)?, deadline: Scheduled<Void>,
+                                      _ body: (SecureChannel) async throws -> T) async throws -> T {
+        try await connection.executeThenClose { inbound, outbound in
             var iterator = inbound.makeAsyncIterator()
             let handshake = NoiseHandshake(initiator: initiator, identitySecret: identity.agreementSecretKey)
             func read() async throws -> [UInt8] {

@@ -23,7 +23,7 @@ public enum PeerClient {
                 .connectTimeout(.seconds(5))
                 .connect(host: address.host, port: Int(address.port)) { SecureChannel.configure($0) }
         } catch {
-            throw NetError.unreachable("\(address): \(describe(error))")
+            throw NetError.unreachable("\(address): \(NetError.reason(of: error) ?? VaultError.words(for: error))")
         }
         do {
             return try await exchange(connection, identity: identity, expecting: expecting, body)
@@ -136,14 +136,4 @@ public enum PeerClient {
             }
         }
     }
-}
-
-/// A connection failure in words: the system's reason, not NIO's structure.
-func describe(_ error: Error) -> String {
-    if let connection = error as? NIOConnectionError, let first = connection.connectionErrors.first {
-        return describe(first.error)
-    }
-    if let io = error as? IOError { return String(cString: strerror(io.errnoCode)).lowercased() }
-    if error is ChannelError { return "connection timed out" }
-    return "\(error)"
 }

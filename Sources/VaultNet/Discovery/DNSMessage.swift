@@ -49,12 +49,23 @@ struct DNSMessage: Equatable {
     var additionals: [Record] = []
 
     /// Why a message was refused.
-    enum Failure: Error, Equatable {
+    enum Failure: Error, Equatable, CustomStringConvertible {
         case truncated
         case tooManyRecords
         case badName(String)
         case badRecord(String)
         case trailingBytes
+
+        /// In words, for a log line.
+        var description: String {
+            switch self {
+            case .truncated: "the DNS message is truncated"
+            case .tooManyRecords: "the DNS message has too many records"
+            case .badName(let detail): "the DNS message has a bad name: \(detail)"
+            case .badRecord(let detail): "the DNS message has a bad record: \(detail)"
+            case .trailingBytes: "bytes follow the DNS message"
+            }
+        }
     }
 
     static let maximumLength = 9000

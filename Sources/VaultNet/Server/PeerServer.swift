@@ -66,9 +66,9 @@ public final class PeerServer: @unchecked Sendable {
                                 self.slots.release(ticket)
                             } catch {
                                 if self.slots.release(ticket) {
-                                    self.log("connection from \(from) ended: \(error)")
+                                    self.log("connection from \(from) ended: \(NetError.words(for: error))")
                                 } else {
-                                    self.throttled.note("handshake", "connection from \(from) ended before its handshake completed: \(error)")
+                                    self.throttled.note("handshake", "connection from \(from) ended before its handshake completed: \(NetError.words(for: error))")
                                 }
                             }
                         }
@@ -130,7 +130,7 @@ public final class PeerServer: @unchecked Sendable {
         do {
             try keystore.checkNewPeer(card, label: label)
         } catch {
-            log("refused to pair with '\(TerminalText.escaped(label.value))': \(error)")
+            log("refused to pair with '\(TerminalText.escaped(label.value))': \(NetError.words(for: error))")
             // The reason stays in this log: an unauthenticated client must not learn which
             // keys and labels this machine trusts.
             return try await channel.refuse(.pairingDeclined, "declined by the server")

@@ -2,7 +2,7 @@ import VaultCore
 
 /// Every failure VaultNet reports. Messages are lowercase, without a final period, and
 /// never carry key material.
-public enum NetError: Error, Equatable, CustomStringConvertible {
+public enum NetError: UserFacingError, Equatable {
     /// X25519 gave the all-zero output: the peer's key has small order.
     case weakKey
     /// A Noise message did not authenticate: altered, replayed, or under another key.
@@ -25,6 +25,9 @@ public enum NetError: Error, Equatable, CustomStringConvertible {
     case unexpectedPeer(expected: String)
     /// The peer could not be reached.
     case unreachable(String)
+    /// The connection broke part way (reset, or a socket error); the text is the system's
+    /// reason.
+    case connectionLost(String)
 
     public var description: String {
         switch self {
@@ -40,6 +43,7 @@ public enum NetError: Error, Equatable, CustomStringConvertible {
         case .refused(let code, let reason): reason.isEmpty ? "refused: \(code)" : "refused: \(code) (\(TerminalText.escaped(reason, limit: 200)))"
         case .unexpectedPeer(let label): "the peer at that address is not '\(label)': its key differs from the one you trust"
         case .unreachable(let detail): "unreachable: \(detail)"
+        case .connectionLost(let reason): "the connection broke: \(reason)"
         }
     }
 }

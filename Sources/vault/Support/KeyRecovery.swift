@@ -60,7 +60,7 @@ enum RecoveryReport {
         case .gathering(.received(let peer)):
             Terminal.standardError("  \(peer.label): piece received")
         case .gathering(.failed(let peer, let error)):
-            Terminal.standardError("  \(peer.label): \(error)")
+            Terminal.standardError("  \(peer.label): \(Report.words(for: error))")
         case .gathering(.timedOut):
             Terminal.standardError("  no more answers within \(timeout) s")
         case .gathering(.enough(let waiting)):

@@ -1,5 +1,7 @@
+import ArgumentParser
 import Foundation
 import VaultCore
+import VaultNet
 
 /// Exit codes, documented in Docs/CLI.md.
 enum ExitStatus {
@@ -22,22 +24,39 @@ enum CLIError: Error {
     case noAgent
 }
 
+extension CLIError: UserFacingError {
+    var description: String { Report.describe(self).0 }
+}
+
 /// Turns an error into the one `vault: error:` line, an optional `vault: hint:` line and an
-/// exit code. Returns nil for ArgumentParser's own errors (help, usage), which it prints.
+/// exit code. Every error a command throws is told in words, whatever its type; only
+/// ArgumentParser's own (help, usage) are left to it: for those this returns nil.
 enum Report {
     static func handle(_ error: Error) -> Int32? {
         switch error {
+        case is ValidationError, is ExitCode, is CleanExit:
+            return nil
         case let error as VaultError:
             print(error.description, hint: hint(for: error))
-            return ExitStatus.failure
         case let error as CLIError:
             let (message, hint) = describe(error)
             print(message, hint: hint)
             if case .cancelled = error { return ExitStatus.cancelled }
-            return ExitStatus.failure
+        case let error as NetError:
+            print(error.description, hint: hint(for: error))
+        case is CancellationError:
+            print("interrupted", hint: nil)
         default:
-            return nil
+            // Foundation's file errors and the network stack's, in words; never a Swift name.
+            print(words(for: error), hint: nil)
         }
+        return ExitStatus.failure
+    }
+
+    /// Any error in words, for a line of its own or after a peer's label.
+    static func words(for error: Error) -> String {
+        if let error = error as? CLIError { return describe(error).0 }
+        return NetError.words(for: error)
     }
 
     /// A command-line mistake, as ArgumentParser describes it.
@@ -45,6 +64,7 @@ enum Report {
         var line = message.split(separator: "\n").first.map(String.init) ?? "invalid command line"
         if line.hasPrefix("Error: ") { line.removeFirst(7) }
         if let first = line.first { line = first.lowercased() + line.dropFirst() }
+        if line.hasSuffix(".") { line.removeLast() }
         print(line, hint: "'vault help COMMAND' shows how to use a command")
     }
 
@@ -53,7 +73,7 @@ enum Report {
         if let hint { Terminal.standardError("vault: hint: \(hint)") }
     }
 
-    private static func describe(_ error: CLIError) -> (String, String?) {
+    static func describe(_ error: CLIError) -> (String, String?) {
         switch error {
         case .confirmationRequired(let what) where what == "pairing":
             ("pairing needs confirmation and there is no terminal to ask on", "pair from a terminal: both people must compare the code")
@@ -95,6 +115,8 @@ enum Report {
 
     static func hint(for error: VaultError) -> String? {
         switch error {
+        case .inFile(_, let error):
+            hint(for: error)
         case .noKeystore:
             "run 'vault init' to create an identity, or point --home or VAULT_HOME at an existing keystore"
         case .identityExists:
@@ -139,6 +161,17 @@ enum Report {
             "free some disk space; nothing was changed"
         case .fileSystem(_, let reason):
             fileSystemHint(reason)
+        default:
+            nil
+        }
+    }
+
+    static func hint(for error: NetError) -> String? {
+        switch error {
+        case .unreachable:
+            "check the address, and that 'vault serve' runs there"
+        case .unexpectedPeer(let label):
+            "another machine answers at that address; ask \(label) for the right one, or check the peer with 'vault peer show \(label)'"
         default:
             nil
         }

@@ -56,7 +56,7 @@ import VaultTestSupport
         }
         let empty = try directory.write("e.png", [UInt8]())
         #expect(throws: VaultError.unreadableImage(path: empty, reason: "the file is empty")) { try GrayImage(contentsOf: empty) }
-        #expect(throws: VaultError.unreadableImage(path: "/nonexistent.png", reason: "no such file")) {
+        #expect(throws: VaultError.unreadableImage(path: "/nonexistent.png", reason: "No such file or directory")) {
             try GrayImage(contentsOf: "/nonexistent.png")
         }
     }

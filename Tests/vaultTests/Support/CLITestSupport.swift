@@ -49,6 +49,9 @@ final class User {
         #expect(errors.count == 1, "\(result.stderr)", sourceLocation: sourceLocation)
         #expect(lines[(errors.first.map { $0 + 1 } ?? lines.count)...].allSatisfy { $0.hasPrefix("vault: hint: ") },
                 "\(result.stderr)", sourceLocation: sourceLocation)
+        // In words, never as Swift describes an error (Tests/vaultTests/Hardening/ErrorWordingTests).
+        let artifacts = ErrorWording.artifacts(in: result.stderr, allowing: ErrorWording.words(of: arguments))
+        #expect(artifacts.isEmpty, "\(artifacts)", sourceLocation: sourceLocation)
         return result.stderr
     }
 

@@ -40,7 +40,7 @@ func confirmPairing(code: String, card: KeyCard, label: Label, keystore: Keystor
     do {
         try keystore.checkNewPeer(card, label: label)
     } catch {
-        Terminal.standardError("vault: cannot pair with '\(label)': \(error)")
+        Terminal.standardError("vault: cannot pair with '\(label)': \(Report.words(for: error))")
         return false
     }
     return (try? Terminal.confirm(

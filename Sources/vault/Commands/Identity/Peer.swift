@@ -17,6 +17,9 @@ struct PeerAdd: ParsableCommand {
         discussion: """
             Compare the fingerprint shown with the one on the other person's screen before you \
             confirm: that comparison is what makes the trust face to face.
+
+            Asks: "Does this fingerprint match the one on the other screen? Trust this key?" \
+            (--yes answers yes).
             """)
 
     @OptionGroup var home: HomeOption
@@ -34,8 +37,7 @@ struct PeerAdd: ParsableCommand {
     @Option(help: ArgumentHelp("Where to reach the peer when discovery does not work.", valueName: "host:port"))
     var addr: String?
 
-    @Flag(help: "Trust without asking (for scripts).")
-    var yes = false
+    @OptionGroup var confirmation: ConfirmOption
 
     func run() throws {
         let offer = try readOffer()
@@ -45,13 +47,10 @@ struct PeerAdd: ParsableCommand {
         }
         let keystore = try home.openKeystore()
         try keystore.checkNewPeer(offer.card, label: label)
-        if !yes {
-            let trusted = try Terminal.confirm(
-                "Does this fingerprint match the one on the other screen? Trust this key?",
-                details: ["peer         \(label)", "fingerprint  \(offer.card.fingerprint)"],
-                what: "trusting a key")
-            guard trusted else { throw CLIError.cancelled }
-        }
+        try confirmation.confirm(
+            "Does this fingerprint match the one on the other screen? Trust this key?",
+            details: ["peer         \(label)", "fingerprint  \(offer.card.fingerprint)"],
+            what: "trusting a key")
         let peer = try keystore.addPeer(offer.card, label: label, address: address)
         Terminal.standardError("trusted '\(peer.label)' (fingerprint \(peer.card.fingerprint))")
     }
@@ -144,24 +143,21 @@ struct PeerRename: ParsableCommand {
 }
 
 struct PeerRemove: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "remove", abstract: "Stop trusting a peer.")
+    static let configuration = CommandConfiguration(
+        commandName: "remove", abstract: "Stop trusting a peer.",
+        discussion: "Asks: \"Stop trusting 'LABEL'?\" (--yes answers yes).")
 
     @OptionGroup var home: HomeOption
 
     @Argument(help: ArgumentHelp("The peer's label.", valueName: "name"))
     var name: String
 
-    @Flag(help: "Remove without asking (for scripts).")
-    var yes = false
+    @OptionGroup var confirmation: ConfirmOption
 
     func run() throws {
         let keystore = try home.openKeystore()
         let peer = try keystore.peer(named: name)
-        if !yes {
-            guard try Terminal.confirm("Stop trusting '\(peer.label)'?", what: "removing a peer") else {
-                throw CLIError.cancelled
-            }
-        }
+        try confirmation.confirm("Stop trusting '\(peer.label)'?", what: "removing a peer")
         try keystore.removePeer(named: name)
         Terminal.standardError("removed '\(peer.label)'")
     }

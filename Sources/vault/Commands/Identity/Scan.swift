@@ -10,6 +10,9 @@ struct Scan: AsyncParsableCommand {
             standard input holds the text a phone's scanner produced. A key card is offered as a \
             new peer, as 'vault peer add' does (compare the fingerprint!); an item is imported, as \
             'vault item import' does.
+
+            Asks what those commands ask: whether to trust the key card, or whether to recover \
+            an item's locked key from its holders (--yes answers yes).
             """)
 
     @OptionGroup var home: HomeOption
@@ -24,8 +27,7 @@ struct Scan: AsyncParsableCommand {
     @Option(help: ArgumentHelp("For a key card: the peer's local name (default: the label it suggests).", valueName: "name"))
     var label: String?
 
-    @Flag(help: "Trust the card, or recover a locked key for the item, without asking (for scripts).")
-    var yes = false
+    @OptionGroup var confirmation: ConfirmOption
 
     @OptionGroup var recovery: KeyRecoveryOptions
 
@@ -55,7 +57,7 @@ struct Scan: AsyncParsableCommand {
         if ItemArmor.isQRText(payload) {
             let keystore = try home.openKeystore()
             var source: any ByteSource = BytesSource(try ItemArmor.export(fromQRText: payload))
-            return try await importItem(from: &source, keystore: keystore, keys: keys, recovery: recovery, yes: yes)
+            return try await importItem(from: &source, keystore: keystore, keys: keys, recovery: recovery, confirmation: confirmation)
         }
         guard payload.lowercased().hasPrefix("vault1") else {
             throw CLIError.invalidInput("the scanned text is neither a vault key card nor a vault item")
@@ -63,7 +65,7 @@ struct Scan: AsyncParsableCommand {
         var arguments = [payload]
         if let home = home.home { arguments += ["--home", home] }
         if let label { arguments += ["--label", label] }
-        if yes { arguments.append("--yes") }
+        if confirmation.yes { arguments.append("--yes") }
         let add = try PeerAdd.parse(arguments)
         try add.run()
     }

@@ -60,25 +60,22 @@ struct ItemShow: AsyncParsableCommand {
 }
 
 struct ItemRemove: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "rm", abstract: "Delete an item from this machine.")
+    static let configuration = CommandConfiguration(
+        commandName: "rm", abstract: "Delete an item from this machine.",
+        discussion: "Asks: \"Delete item ID (TYPE, SIZE bytes)?\" (--yes answers yes).")
 
     @OptionGroup var home: HomeOption
 
     @Argument(help: ArgumentHelp("The item's id.", valueName: "id"))
     var item: String
 
-    @Flag(help: "Delete without asking (for scripts).")
-    var yes = false
+    @OptionGroup var confirmation: ConfirmOption
 
     func run() throws {
         let keystore = try home.openKeystore()
         let item = try keystore.item(matching: self.item)
         let id = String(item.header.itemIDHex.prefix(16))
-        if !yes {
-            guard try Terminal.confirm("Delete item \(id) (\(item.header.type), \(item.size) bytes)?", what: "deleting an item") else {
-                throw CLIError.cancelled
-            }
-        }
+        try confirmation.confirm("Delete item \(id) (\(item.header.type), \(item.size) bytes)?", what: "deleting an item")
         try keystore.removeItem(item)
         Terminal.standardError("deleted item \(id)")
     }

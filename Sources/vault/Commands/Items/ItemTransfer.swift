@@ -88,6 +88,10 @@ struct ItemImport: AsyncParsableCommand {
             The item names its key by id. It is decrypted and verified in full before it is \
             stored, marked new. When the key is locked you are asked before it is recovered from \
             its holders (and, with 'vault serve' running, unlocked in its agent).
+
+            Asks, when the key is locked: "Key 'NAME' is needed to verify this item. Recover it \
+            from its holders for this import?" (with 'vault serve' running: "Key 'NAME' is \
+            locked. Recover it from its holders and unlock it for 15 minutes?"); --yes answers yes.
             """)
 
     @OptionGroup var home: HomeOption
@@ -96,8 +100,7 @@ struct ItemImport: AsyncParsableCommand {
     @Argument(help: ArgumentHelp("The exported item, or - for standard input.", valueName: "file"))
     var file: String
 
-    @Flag(help: "Recover a locked key without asking (for scripts).")
-    var yes = false
+    @OptionGroup var confirmation: ConfirmOption
 
     @OptionGroup var recovery: KeyRecoveryOptions
 
@@ -105,26 +108,24 @@ struct ItemImport: AsyncParsableCommand {
         let keystore = try home.openKeystore()
         let input: any ByteSource = file == "-" ? FileSource(standardInput: ()) : try FileSource(path: file)
         var source = try ItemInput.open(input)
-        try await importItem(from: &source, keystore: keystore, keys: keys, recovery: recovery, yes: yes)
+        try await importItem(from: &source, keystore: keystore, keys: keys, recovery: recovery, confirmation: confirmation)
     }
 }
 
 /// Imports one item from `source` (binary export, already unwrapped from armor or QR text).
-/// Its key comes from the agent or, after asking (unless `yes`), by recovery, which also
+/// Its key comes from the agent or, after asking (unless `--yes`), by recovery, which also
 /// unlocks it in a running agent for 15 minutes.
 func importItem(from source: inout any ByteSource, keystore: Keystore, keys: PassphraseOption, recovery: KeyRecoveryOptions,
-                yes: Bool) async throws {
+                confirmation: ConfirmOption) async throws {
     let (header, streamLength) = try keystore.readItemHeader(&source)
     guard let holding = try keystore.sharedKey(id: header.keyID) else { throw VaultError.noShareOfKey(keyID: header.keyID.hex) }
     let access = await KeyAccess.open(keystore)
     let (itemKey, recovered) = try await access.itemKeyUnlocking(for: header, holding: holding, unlockSeconds: 15 * 60) {
-        if !yes {
-            let question = access.agent == nil
-                ? "Key '\(holding.displayName)' is needed to verify this item. Recover it from its holders for this import?"
-                : "Key '\(holding.displayName)' is locked. Recover it from its holders and unlock it for 15 minutes?"
-            guard try Terminal.confirm(question, details: ["item  \(header.type) \(header.itemIDHex.prefix(16))  \(TerminalText.escaped(header.title))"],
-                                       what: "recovering a key") else { throw CLIError.cancelled }
-        }
+        let question = access.agent == nil
+            ? "Key '\(holding.displayName)' is needed to verify this item. Recover it from its holders for this import?"
+            : "Key '\(holding.displayName)' is locked. Recover it from its holders and unlock it for 15 minutes?"
+        try confirmation.confirm(question, details: ["item  \(header.type) \(header.itemIDHex.prefix(16))  \(TerminalText.escaped(header.title))"],
+                                 what: "recovering a key")
         return try await recovery.recoverKey(holding, keystore: keystore, keys: keys)
     }
     if recovered && access.agent != nil { Terminal.standardError("unlocked key '\(holding.displayName)' for 15 minutes") }

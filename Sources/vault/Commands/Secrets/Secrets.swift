@@ -128,15 +128,20 @@ struct SecretsRename: ParsableCommand {
 }
 
 struct SecretsRemove: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "rm", abstract: "Delete a share from this machine.")
+    static let configuration = CommandConfiguration(
+        commandName: "rm", abstract: "Delete a share from this machine.",
+        discussion: """
+            Asks: "Delete your share of ID? Recovery will then need K other holders.", adding, \
+            for the last share of a shared key, how many items are deleted with it (--yes \
+            answers yes).
+            """)
 
     @OptionGroup var home: HomeOption
 
     @Argument(help: ArgumentHelp("The secret's name or id.", valueName: "id"))
     var secret: String
 
-    @Flag(help: "Delete without asking (for scripts).")
-    var yes = false
+    @OptionGroup var confirmation: ConfirmOption
 
     func run() throws {
         let keystore = try home.openKeystore()
@@ -144,11 +149,9 @@ struct SecretsRemove: ParsableCommand {
         let id = String(secret.header.secretIDHex.prefix(16))
         // The last share of a shared key takes its items with it: they could never open again.
         let items = try keystore.itemsOrphaned(byRemoving: secret)
-        if !yes {
-            let itemNote = items == 0 ? "" : " Its \(items) item\(items == 1 ? "" : "s") can then never open again and will be deleted too."
-            guard try Terminal.confirm("Delete your share of \(id)? Recovery will then need \(secret.header.threshold) other holders.\(itemNote)",
-                                       what: "deleting a share") else { throw CLIError.cancelled }
-        }
+        let itemNote = items == 0 ? "" : " Its \(items) item\(items == 1 ? "" : "s") can then never open again and will be deleted too."
+        try confirmation.confirm("Delete your share of \(id)? Recovery will then need \(secret.header.threshold) other holders.\(itemNote)",
+                                 what: "deleting a share")
         try keystore.removeSecret(secret)
         Terminal.standardError("deleted your share of \(id)" + (items == 0 ? "" : " and the \(items) item\(items == 1 ? "" : "s") of its key"))
     }

@@ -178,11 +178,8 @@ func deliver(_ path: String, to peer: Peer, address: PeerAddress?, identity: Ide
         try await PeerClient.deliver(bundleAt: path, to: peer, at: address, identity: identity, progress: meter)
         Terminal.standardError("  \(peer.label): delivered to \(address)")
         return true
-    } catch let error as NetError {
-        Terminal.standardError("  \(peer.label): \(error)")
-        return false
-    } catch let error as VaultError {
-        Terminal.standardError("  \(peer.label): \(error)")
+    } catch {
+        Terminal.standardError("  \(peer.label): \(Report.words(for: error))")
         return false
     }
 }

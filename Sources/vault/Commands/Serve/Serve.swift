@@ -122,7 +122,7 @@ struct Serve: AsyncParsableCommand {
         } catch {
             await responder.stop()
             if task.isCancelled { return Terminal.standardError("vault serve: stopped") }
-            throw CLIError.invalidInput("cannot serve on \(listen):\(port): \(error)")
+            throw CLIError.invalidInput("cannot serve on \(listen):\(port): \(NetError.reason(of: error) ?? Report.words(for: error))")
         }
         Terminal.standardError("vault serve: stopped")
     }
@@ -140,7 +140,7 @@ final class ResponderBox: @unchecked Sendable {
                 try await responder.start()
                 Terminal.standardError("vault serve: announced as _vault._tcp.local. (fingerprint \(responder.fingerprintPrefix))")
             } catch {
-                Terminal.standardError("vault serve: not announced by mDNS: \(error)")
+                Terminal.standardError("vault serve: not announced by mDNS: \(Report.words(for: error))")
             }
         }
     }

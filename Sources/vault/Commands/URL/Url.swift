@@ -48,7 +48,7 @@ struct Url: AsyncParsableCommand {
             request = try CallbackRequest(parsing: text)
         } catch {
             // Nothing in a URL that does not parse can be trusted, its callbacks included.
-            throw CLIError.invalidInput("\(error)")
+            throw CLIError.invalidInput(error.description)
         }
         let keystore = try home.openKeystore()
         let host = URLTerminalHost(keystore: keystore, access: await KeyAccess.open(keystore), keys: keys, recovery: recovery)
@@ -78,7 +78,7 @@ struct Url: AsyncParsableCommand {
             if let error = request["x-error"] {
                 try send(CallbackURL.appending([("errorCode", String(code.rawValue)), ("errorMessage", message)], to: error))
             }
-            throw CLIError.invalidInput("\(message) (errorCode \(code.rawValue))")
+            throw CLIError.invalidInput("\(message) (error code \(code.rawValue))")
         case .cancelled:
             if let cancel = request["x-cancel"] {
                 try send(cancel)
