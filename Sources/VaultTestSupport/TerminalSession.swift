@@ -81,6 +81,11 @@ public final class TerminalSession {
         _ = bytes.withUnsafeBytes { write(master, $0.baseAddress, $0.count) }
     }
 
+    /// Sends the program `signal` (SIGTERM, as systemd or a shell's kill would).
+    public func signal(_ number: Int32) {
+        if finished == nil { kill(pid, number) }
+    }
+
     /// Waits for the program to exit and returns what it wrote to its pipes.
     public func finish() -> ProcessResult {
         if let finished { return finished }

@@ -37,12 +37,24 @@ enum ProgressLine {
     }
 
     /// Runs `body` (which writes to the terminal) with the line cleared; it is drawn again
-    /// at the next tick.
+    /// at the next tick. For a quick write only: the lock is held throughout.
     static func clearing<T>(_ body: () throws -> T) rethrows -> T {
         try lock.withLock {
             erase()
             return try body()
         }
+    }
+
+    /// Runs `body` (a question that waits for the person) with the line cleared and not
+    /// redrawn until it returns. The lock is not held while it waits: other threads'
+    /// lines (vault serve's log) must never wait for someone to answer.
+    static func pausing<T>(_ body: () throws -> T) rethrows -> T {
+        lock.withLock {
+            paused += 1
+            erase()
+        }
+        defer { lock.withLock { paused -= 1 } }
+        return try body()
     }
 
     private struct Work {
@@ -56,10 +68,12 @@ enum ProgressLine {
     nonisolated(unsafe) private static var current: Work?
     nonisolated(unsafe) private static var timer: DispatchSourceTimer?
     nonisolated(unsafe) private static var drawn = false
+    /// Questions being asked (``pausing(_:)``): no line is drawn meanwhile.
+    nonisolated(unsafe) private static var paused = 0
 
     private static func tick() {
         lock.withLock {
-            guard let work = current else { return }
+            guard let work = current, paused == 0 else { return }
             let elapsed = Date().timeIntervalSince(work.started)
             guard elapsed >= 0.5 else { return }
             let line = render(work, elapsed: elapsed, width: terminalWidth())

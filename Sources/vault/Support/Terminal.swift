@@ -26,7 +26,7 @@ enum Terminal {
         // One question at a time in this process (vault serve may have several to ask), and
         // nothing typed before the question answers it: a "y" meant for one question must
         // never be read by another.
-        return questions.withLock { ProgressLine.clearing {
+        return questions.withLock { ProgressLine.pausing {
             details.forEach(standardError)
             tty.discardTypedAhead()
             tty.write(question + " [y/N] ")
@@ -40,8 +40,10 @@ enum Terminal {
     /// Asks for a line of text on the terminal (echoed); nil without a terminal.
     static func ask(_ prompt: String) -> String? {
         guard let tty = TTY() else { return nil }
-        tty.write(prompt)
-        return tty.readLine(echo: true)?.trimmingCharacters(in: .whitespaces)
+        return ProgressLine.pausing {
+            tty.write(prompt)
+            return tty.readLine(echo: true)?.trimmingCharacters(in: .whitespaces)
+        }
     }
 
     /// Reads a passphrase on the terminal without echo. With `confirm`, asks twice.
@@ -50,7 +52,7 @@ enum Terminal {
             throw CLIError.noTerminal(purpose: "a passphrase", alternative: "pass --passphrase-file FILE")
         }
         // A progress line stays off the terminal while the person types.
-        return try ProgressLine.clearing {
+        return try ProgressLine.pausing {
             let first = try tty.readSecret(prompt: prompt)
             if confirm {
                 let second = try tty.readSecret(prompt: "Repeat it: ")

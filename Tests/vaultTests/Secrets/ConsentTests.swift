@@ -92,6 +92,32 @@ import VaultTestSupport
         slow.stop()
     }
 
+    /// A question waiting on serve's terminal holds up nothing else: not its log, not `vault
+    /// approve` from another shell, not its exit on SIGTERM. (A prompt once held the lock
+    /// every stderr line takes, so the agent's answer to `vault approve` never came and
+    /// serve could not stop.)
+    @Test func aQuestionOnServesTerminalBlocksNothingElse() throws {
+        let h = try SharedKeyTests.Holders(["alice", "bob"], serving: [], autoRelease: false)
+        let id = try h.circle.share(from: "alice", ["-", "--to", "bob", "-k", "2"])
+        let serve = try h["bob"].vault.onTerminal(["serve", "--listen", "127.0.0.1", "--port", "0", "--no-mdns"])
+        try serve.expect("agent listening on")
+        try serve.expect("as 'bob' (fingerprint ")
+        let port = try #require(serve.transcript.firstMatch(of: /listening on 127\.0\.0\.1:(\d+)/)?.1)
+        let recovery = try h["alice"].vault.background(["recover", id, "-o", h.circle.files.file("out"), "--peer", "bob=127.0.0.1:\(port)"],
+                                                       log: h.circle.files.file("recover.log"))
+        try serve.expect("(request ")
+        try serve.expect("? [y/N] ")
+        let request = try recovery.waitFor("waiting for bob to approve request ([0-9a-f]{8})")
+        // Answered from another shell while the question waits on the terminal.
+        let approved = try h["bob"].vault.run("approve", request)
+        #expect(approved.status == 0, "\(approved.stderr)")
+        #expect(recovery.wait() == 0, "\(recovery.log)")
+        try serve.expect("vault serve: approved request \(request)", timeout: 5)
+        serve.signal(SIGTERM)
+        try serve.expect("vault serve: stopped", timeout: 10)
+        #expect(serve.finish().status == 0)
+    }
+
     @Test func approvingNeedsARunningServe() throws {
         let user = try User().initialize("dave")
         #expect(try user.fails("requests").contains("no 'vault serve' runs"))
