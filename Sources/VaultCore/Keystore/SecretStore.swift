@@ -38,6 +38,26 @@ extension Keystore {
     /// Piece streams are stored as consecutive rows of this many bytes.
     static let pieceRowLength = 1 << 20
 
+    /// The headers of share bundles, each checked as far as its header allows (the dealer's
+    /// signature and trust, sealed to this identity, not held here yet) without storing
+    /// anything: what a holder is shown before agreeing to keep them. ``importBundles``
+    /// checks everything again, and the pieces too.
+    public func bundleHeaders(_ paths: [String], identity: Identity) throws(VaultError) -> [BundleHeader] {
+        let peers = try peers()
+        return try paths.map { path throws(VaultError) in
+            do {
+                var source = try FileSource(path: path)
+                let (header, _) = try ShareBundle.parsePrefix { try source.readFully($0) }
+                try read { db in try self.check(header, identity: identity, trusted: peers, db) }
+                return header
+            } catch {
+                let error = VaultError.wrapping(error)
+                if case .fileSystem = error { throw error }
+                throw paths.count > 1 ? VaultError.inFile(path: path, error) : error
+            }
+        }
+    }
+
     /// Imports share bundles, all or none, after checking each one as far as a holder can
     /// alone: the dealer's signature and trust, that it is sealed to this identity, the
     /// sealed keys bound to the header, the piece against the dealer's commitment and the
@@ -135,11 +155,9 @@ extension Keystore {
         }
     }
 
-    private func store(
-        _ source: inout some ByteSource, identity: Identity, role: StoredSecret.Role, name: Label?,
-        trusted: [Peer], _ db: Database
-    ) throws -> StoredSecret {
-        let (header, prefix) = try ShareBundle.parsePrefix { try source.readFully($0) }
+    /// What a holder checks of a verified header before keeping its share: sealed to this
+    /// identity, from a trusted dealer (or this identity), and not held here already.
+    private func check(_ header: BundleHeader, identity: Identity, trusted: [Peer], _ db: Database) throws {
         guard Sodium.equal(header.holderKey, identity.card.agreementKey),
               header.index(of: identity.card.agreementKey) == header.holderIndex else {
             throw VaultError.notForThisIdentity(what: "the share bundle")
@@ -149,6 +167,14 @@ extension Keystore {
         if try Int.fetchOne(db, sql: "SELECT count(*) FROM secret WHERE id = ?", arguments: [Data(header.rowID)]) ?? 0 > 0 {
             throw VaultError.duplicateSecret(id: header.secretIDHex)
         }
+    }
+
+    private func store(
+        _ source: inout some ByteSource, identity: Identity, role: StoredSecret.Role, name: Label?,
+        trusted: [Peer], _ db: Database
+    ) throws -> StoredSecret {
+        let (header, prefix) = try ShareBundle.parsePrefix { try source.readFully($0) }
+        try check(header, identity: identity, trusted: trusted, db)
         if let name, try Int.fetchOne(db, sql: "SELECT count(*) FROM secret WHERE name_key = ?", arguments: [name.key]) ?? 0 > 0 {
             throw VaultError.invalidSecret("a secret named '\(name)' exists already")
         }

@@ -62,7 +62,7 @@ struct ResourceTests {
         try disk.fill(leaving: 64 << 10)
 
         // Importing, sharing (the own share and the outbox live in the keystore's directory).
-        let imported = try carol.fails("secrets", "import", out + "/carol.vshare")
+        let imported = try carol.fails("secrets", "import", "--yes", out + "/carol.vshare")
         #expect(imported.contains("disk is full") || imported.contains("No space left on device"), "\(imported)")
         #expect(imported.contains("vault: hint: free some"), "\(imported)")
         let shared = try carol.fails("share", secret, "--to", "alice", "-k", "2", "--peer", "alice=127.0.0.1:9")

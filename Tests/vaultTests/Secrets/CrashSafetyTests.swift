@@ -39,7 +39,7 @@ import VaultTestSupport
         let out = circle.files.file("bundles")
         try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
         let id = try circle["alice"].ok("share", input, "--to", "bob", "-k", "2", "--out-dir", out).trimmingCharacters(in: .newlines)
-        try circle["bob"].ok("secrets", "import", out + "/bob.vshare")
+        try circle["bob"].ok("secrets", "import", "--yes", out + "/bob.vshare")
         let piece = circle.files.file("bob-for-alice.vpiece")
         try circle["bob"].ok("secrets", "release", id, "--for", "alice", "-o", piece)
 
@@ -221,7 +221,7 @@ extension CrashSafetyTests {
                 let batch = Array(queue.prefix(Int.random(in: 1...3)))
                 queue.removeFirst(batch.count)
                 let ids = Set(batch.map(\.id))
-                let importing = try user.vault.background(["secrets", "import"] + batch.map(\.path),
+                let importing = try user.vault.background(["secrets", "import", "--yes"] + batch.map(\.path),
                                                           log: circle.files.file("import-\(imports).log"))
                 usleep(UInt32.random(in: 0...150_000))
                 let status = importing.stop(SIGKILL)
@@ -235,7 +235,7 @@ extension CrashSafetyTests {
                 if stored.isEmpty {
                     #expect(status == 128 + SIGKILL, "\(context): \(importing.log)")
                     interrupted += 1
-                    try user.ok(["secrets", "import"] + batch.map(\.path))
+                    try user.ok(["secrets", "import", "--yes"] + batch.map(\.path))
                     acknowledged.formUnion(ids)
                 }
             }
@@ -257,7 +257,7 @@ extension CrashSafetyTests {
         let id = failed.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let outbox = circle["alice"].vault.home + "/outbox/\(id)-bob.vshare"
         // Bob stores it (as a server killed before its answer would have).
-        try circle["bob"].ok("secrets", "import", outbox)
+        try circle["bob"].ok("secrets", "import", "--yes", outbox)
         let server = try circle["bob"].vault.background(["serve", "--listen", "127.0.0.1", "--port", "0", "--no-mdns"],
                                                         log: circle.files.file("serve.log"))
         let port = try server.waitFor("listening on 127\\.0\\.0\\.1:(\\d+)")

@@ -35,7 +35,7 @@ final class Circle {
         let id = result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         if `import` {
             for label in labels where label != dealer && FileManager.default.fileExists(atPath: "\(out)/\(label).vshare") {
-                try self[label].ok("secrets", "import", "\(out)/\(label).vshare")
+                try self[label].ok("secrets", "import", "--yes", "\(out)/\(label).vshare")
             }
         }
         lastOut = out
@@ -102,7 +102,7 @@ final class Circle {
                                                       stdin: Array(stdin.utf8))
             #expect(shared.status == 0, "\(shared.stderr)")
             let id = shared.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-            try circle["bob"].ok("secrets", "import", "\(out)/bob.vshare")
+            try circle["bob"].ok("secrets", "import", "--yes", "\(out)/bob.vshare")
             let piece = try circle.release(id, from: "bob", to: "alice")
             return try circle["alice"].vault.run(["recover", id, "--piece", piece])
         }

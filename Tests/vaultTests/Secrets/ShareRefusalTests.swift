@@ -28,30 +28,54 @@ import VaultTestSupport
 
     @Test func importRefusesForeignDamagedAndRepeatedBundles() throws {
         let bob = circle["bob"]
-        #expect(try bob.fails("secrets", "import", bundle("carol")).contains("the share bundle is sealed to another identity"))
+        #expect(try bob.fails("secrets", "import", "--yes", bundle("carol")).contains("the share bundle is sealed to another identity"))
         let truncated = try copy(bundle("bob"), "t.vshare") { $0.removeLast(100) }
-        #expect(try bob.fails("secrets", "import", truncated).contains("the share bundle is truncated"))
+        #expect(try bob.fails("secrets", "import", "--yes", truncated).contains("the share bundle is truncated"))
         let headerFlip = try copy(bundle("bob"), "h.vshare") { $0[12] ^= 1 }
-        #expect(try bob.fails("secrets", "import", headerFlip).contains("signature on the share bundle does not verify"))
+        #expect(try bob.fails("secrets", "import", "--yes", headerFlip).contains("signature on the share bundle does not verify"))
         let pieceFlip = try copy(bundle("bob"), "p.vshare") { $0[$0.count - 5] ^= 1 }
-        #expect(try bob.fails("secrets", "import", pieceFlip).contains("its piece does not decrypt"))
+        #expect(try bob.fails("secrets", "import", "--yes", pieceFlip).contains("its piece does not decrypt"))
         let lengthFlip = try copy(bundle("bob"), "n.vshare") { $0[40] ^= 1 }
-        #expect(try bob.fails("secrets", "import", lengthFlip).contains("the share bundle is malformed: impossible ciphertext length"))
+        #expect(try bob.fails("secrets", "import", "--yes", lengthFlip).contains("the share bundle is malformed: impossible ciphertext length"))
         let boxFlip = try copy(bundle("bob"), "b.vshare") { bytes in
             let headerLength = Int(bytes[5]) << 24 | Int(bytes[6]) << 16 | Int(bytes[7]) << 8 | Int(bytes[8])
             bytes[9 + headerLength + 64 + 30] ^= 1
         }
         // Finding 16: addressed to bob but altered, not "sealed to another identity".
-        #expect(try bob.fails("secrets", "import", boxFlip).contains("the share bundle is damaged or altered: its sealed keys do not open"))
+        #expect(try bob.fails("secrets", "import", "--yes", boxFlip).contains("the share bundle is damaged or altered: its sealed keys do not open"))
         let longer = try copy(bundle("bob"), "l.vshare") { $0.append(0) }
-        #expect(try bob.fails("secrets", "import", longer).contains("bytes follow the piece"))
+        #expect(try bob.fails("secrets", "import", "--yes", longer).contains("bytes follow the piece"))
         let notABundle = try circle.files.write("x.vshare", Array("hello, world".utf8))
-        #expect(try bob.fails("secrets", "import", notABundle).contains("not a vault share bundle"))
+        #expect(try bob.fails("secrets", "import", "--yes", notABundle).contains("not a vault share bundle"))
         // All or none: a good bundle beside a bad one is not stored either.
-        try bob.fails("secrets", "import", bundle("bob"), truncated)
+        try bob.fails("secrets", "import", "--yes", bundle("bob"), truncated)
         #expect(try bob.ok("secrets", "list", "--json").contains("[") && !bob.ok("secrets", "list").contains(String(id.prefix(16))))
-        try bob.ok("secrets", "import", bundle("bob"))
-        #expect(try bob.fails("secrets", "import", bundle("bob")).contains("already holds a share of secret \(id)"))
+        try bob.ok("secrets", "import", "--yes", bundle("bob"))
+        #expect(try bob.fails("secrets", "import", "--yes", bundle("bob")).contains("already holds a share of secret \(id)"))
+    }
+
+    /// Issue 19: import lists the shares and asks before keeping them; no terminal and no
+    /// --yes stores nothing, nor does a "no".
+    @Test func importAsksBeforeKeepingShares() throws {
+        let bob = circle["bob"]
+        let refused = try bob.fails("secrets", "import", bundle("bob"))
+        #expect(refused.contains("vault: error: storing a share needs confirmation and there is no terminal to ask on"))
+        #expect(refused.contains("vault: hint: pass --yes"))
+
+        let declined = try bob.vault.interactive("secrets", "import", bundle("bob"))
+        try declined.expect("Keep this share for its dealer? [y/N] ")
+        declined.send("n")
+        let no = declined.finish()
+        #expect(no.status == 2 && no.stderr.contains("vault: error: cancelled; nothing was changed"), "\(no.stderr)")
+        #expect(no.stderr.contains("  file \(id.prefix(16)) from 'alice': share 2 of 3, 2 needed"), "\(no.stderr)")
+        #expect(try !bob.ok("secrets", "list").contains(String(id.prefix(16))))
+
+        let accepted = try bob.vault.interactive("secrets", "import", bundle("bob"))
+        try accepted.expect("Keep this share for its dealer? [y/N] ")
+        accepted.send("y")
+        let yes = accepted.finish()
+        #expect(yes.status == 0, "\(yes.stderr)")
+        #expect(try bob.ok("secrets", "list").contains(String(id.prefix(16))))
     }
 
     @Test func importRefusesAnUntrustedDealer() throws {
@@ -60,13 +84,13 @@ import VaultTestSupport
         let eveOut = circle.files.file("eve")
         try FileManager.default.createDirectory(atPath: eveOut, withIntermediateDirectories: true)
         try eve.ok("share", "-", "--to", "bob", "-k", "2", "--out-dir", eveOut, stdin: "trust me")
-        let message = try circle["bob"].fails("secrets", "import", eveOut + "/bob.vshare")
+        let message = try circle["bob"].fails("secrets", "import", "--yes", eveOut + "/bob.vshare")
         #expect(message.contains("the dealer is not a trusted peer"))
         #expect(message.contains("vault: hint: import the dealer's key card first"))
     }
 
     @Test func releaseRefusesNonHolders() throws {
-        try circle["bob"].ok("secrets", "import", bundle("bob"))
+        try circle["bob"].ok("secrets", "import", "--yes", bundle("bob"))
         let path = circle.files.file("bob-for-dave.vpiece")
         #expect(try circle["bob"].fails("secrets", "release", id, "--for", "dave", "-o", path)
             .contains("'dave' holds no share of this secret"))
@@ -75,7 +99,7 @@ import VaultTestSupport
     }
 
     @Test func recoverRefusesMixedDuplicateForeignAndTruncatedPieces() throws {
-        for label in ["bob", "carol"] { try circle[label].ok("secrets", "import", bundle(label)) }
+        for label in ["bob", "carol"] { try circle[label].ok("secrets", "import", "--yes", bundle(label)) }
         let alice = circle["alice"]
         let bobPiece = try circle.release(id, from: "bob", to: "alice")
         // A piece of another secret.
@@ -162,7 +186,7 @@ import VaultTestSupport
         // Each piece is about half the file (k = 2), not the whole of it.
         let size = try FileManager.default.attributesOfItem(atPath: out + "/bob.vshare")[.size] as! UInt64
         #expect(size < 101 << 20 && size > 100 << 20)
-        let imported = try circle["bob"].vault.run("secrets", "import", out + "/bob.vshare")
+        let imported = try circle["bob"].vault.run("secrets", "import", "--yes", out + "/bob.vshare")
         #expect(imported.status == 0 && imported.maximumResidentKiB < limitKiB, "import: \(imported.maximumResidentKiB) KiB")
         let piece = circle.files.file("bob.vpiece")
         let released = try circle["bob"].vault.run("secrets", "release", id, "--for", "alice", "-o", piece)

@@ -133,7 +133,7 @@ import VaultTestSupport
         try s.alice.ok("peer", "add", try dave.card(), "--label", "dave", "--yes")
         try s.alice.ok("secrets", "auto-release", "--for", "dave")
         let key = try s.alice.ok("share", "--type", "key", "--to", "dave", "-k", "2", "--out-dir", mount.path)
-        try dave.ok("secrets", "import", mount.file("dave.vshare"))
+        try dave.ok("secrets", "import", "--yes", mount.file("dave.vshare"))
         try dave.ok("secrets", "rename", String(key.prefix(8)), "small")
         try dave.ok("settings", "url-allow", "-")
         let serve = try dave.vault.background(["serve", "--listen", "127.0.0.1", "--port", "0", "--no-mdns"], log: s.holders.circle.files.file("dave.log"))

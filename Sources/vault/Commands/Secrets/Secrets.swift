@@ -14,7 +14,13 @@ struct SecretsCommand: ParsableCommand {
 struct SecretsImport: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "import",
-        abstract: "Store share bundles received from their dealer (all or none).")
+        abstract: "Store share bundles received from their dealer (all or none).",
+        discussion: """
+            Checks each bundle's header first (signed by a trusted dealer, sealed to you, not \
+            held yet), lists the shares, and asks: "Keep this share for its dealer?" (or "Keep \
+            these N shares…"); --yes answers yes. Then checks each piece in full and stores \
+            all the shares, or none.
+            """)
 
     @OptionGroup var home: HomeOption
     @OptionGroup var keys: PassphraseOption
@@ -22,6 +28,7 @@ struct SecretsImport: ParsableCommand {
     @Argument(help: ArgumentHelp("Bundle files (.vshare).", valueName: "file"))
     var files: [String]
 
+    @OptionGroup var confirmation: ConfirmOption
     @OptionGroup var progress: ProgressOption
 
     func run() throws {
@@ -29,6 +36,16 @@ struct SecretsImport: ParsableCommand {
         let keystore = try home.openKeystore()
         let identity = try keys.unlock(keystore)
         let peers = try keystore.peers()
+        // Keeping a share is a commitment to its dealer: the holder sees what each one is
+        // before agreeing, as `vault serve --confirm` shows a delivered one.
+        let headers = try keystore.bundleHeaders(files, identity: identity)
+        let details = headers.map { header in
+            let dealer = peers.first { $0.card == header.dealer }.map { "'\($0.label)'" } ?? "yourself"
+            let about = header.description.isEmpty ? "" : " (\(TerminalText.escaped(header.description)))"
+            return "  \(header.type) \(header.secretIDHex.prefix(16)) from \(dealer)\(about): share \(header.holderIndex) of \(header.count), \(header.threshold) needed"
+        }
+        let question = headers.count == 1 ? "Keep this share for its dealer?" : "Keep these \(headers.count) shares for their dealers?"
+        try confirmation.confirm(question, details: details, what: "storing a share")
         let meter = ProgressMeter("importing")
         ProgressLine.show("importing", [meter])
         let imported = try keystore.importBundles(files, identity: identity, progress: meter)
