@@ -6,9 +6,12 @@ BUILD_PACKAGES=(pkg-config libsodium-dev libqrencode-dev libzbar-dev libsqlite3-
 # What the tests use besides: zbarimg and cjpeg as independent decoders and encoders, and
 # Debian's Python with PyNaCl for an independent implementation of the bundle format;
 # avahi (with a private D-Bus) as a second independent mDNS stack, run only inside the
-# tests' own network namespaces; xdg-utils to check the vault:// desktop handler.
+# tests' own network namespaces; xdg-utils to check the vault:// desktop handler; and to check
+# what scripts/install installs: man-db (man -l), zsh and fish (their -n), systemd
+# (systemd-analyze verify) and desktop-file-utils (desktop-file-validate).
 TEST_PACKAGES=(zbar-tools libjpeg-turbo-progs python3 python3-nacl python3-venv iproute2
-               avahi-daemon avahi-utils dbus-daemon util-linux xdg-utils)
+               avahi-daemon avahi-utils dbus-daemon util-linux xdg-utils
+               man-db zsh fish systemd desktop-file-utils)
 # Independent peers from PyPI, in a virtualenv (Debian's Python refuses system-wide pip).
 TEST_PYPI=(noiseprotocol==0.3.1 zeroconf==0.154.0)
 

@@ -21,6 +21,24 @@ enum DesktopHandler {
         return [config + "/mimeapps.list", applications + "/mimeapps.list"]
     }
 
+    /// The desktop entry that hands `vault://` URLs to the binary at `vault`: what
+    /// `--install-handler` writes for one user, and what scripts/install and scripts/package
+    /// install system-wide (`vault url --print-handler PATH`).
+    static func entry(running vault: String) -> String {
+        // The handler runs in a terminal: every request must be confirmed by the person.
+        """
+        [Desktop Entry]
+        Type=Application
+        Name=vault
+        Comment=Handle vault:// x-callback-url requests (encrypt, decrypt)
+        Exec=\(desktopQuoted(vault)) url --open %u
+        MimeType=\(mimeType);
+        NoDisplay=true
+        Terminal=true
+
+        """
+    }
+
     static func install() throws {
         guard let xdgMime = executable("xdg-mime") else {
             throw CLIError.unavailable("xdg-mime is not installed", hint: "install xdg-utils (apt-get install xdg-utils)")
@@ -28,19 +46,7 @@ enum DesktopHandler {
         let vault = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
         try FileManager.default.createDirectory(atPath: applications, withIntermediateDirectories: true)
         let path = applications + "/" + fileName
-        // The handler runs in a terminal: every request must be confirmed by the person.
-        let entry = """
-            [Desktop Entry]
-            Type=Application
-            Name=vault
-            Comment=Handle vault:// x-callback-url requests (encrypt, decrypt)
-            Exec=\(desktopQuoted(vault)) url --open %u
-            MimeType=\(mimeType);
-            NoDisplay=true
-            Terminal=true
-
-            """
-        try Data(entry.utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
+        try Data(entry(running: vault).utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
         let status = run(xdgMime, ["default", fileName, mimeType])
         guard status == 0 else {
             try? FileManager.default.removeItem(atPath: path)

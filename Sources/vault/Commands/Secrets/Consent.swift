@@ -8,9 +8,9 @@ struct Requests: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List the piece requests that wait for your consent in 'vault serve'.",
         discussion: """
-            A holder's 'vault serve' releases a piece only when you approve the request ('vault \\
-            approve ID') or you chose automatic release for that peer ('vault secrets \\
-            auto-release'). Each request waits \\(Int(NetLimits.approvalSeconds)) s.
+            A holder's 'vault serve' releases a piece only when you approve the request ('vault \
+            approve ID') or you chose automatic release for that peer ('vault secrets \
+            auto-release'). Each request waits \(Int(NetLimits.approvalSeconds)) s.
             """)
 
     @OptionGroup var home: HomeOption
@@ -73,10 +73,10 @@ struct SecretsAutoRelease: ParsableCommand {
         commandName: "auto-release",
         abstract: "Release your piece to a peer without asking (for your own machines), or stop doing so.",
         discussion: """
-            By default every piece request waits for your consent. With this, requests from \\
-            the peer for the secret (or, without a secret, for every secret you hold, now and \\
-            later) are answered at once. Whoever controls that peer's machine then needs nobody \\
-            here to collect your piece: choose it only for machines as safe as this one. \\
+            By default every piece request waits for your consent. With this, requests from \
+            the peer for the secret (or, without a secret, for every secret you hold, now and \
+            later) are answered at once. Whoever controls that peer's machine then needs nobody \
+            here to collect your piece: choose it only for machines as safe as this one. \
             'vault secrets show' lists the choice and every release.
             """)
 

@@ -32,14 +32,22 @@ struct Url: AsyncParsableCommand {
     @Flag(help: "Remove the desktop handler.")
     var uninstallHandler = false
 
+    // For scripts/install and scripts/package: the system-wide handler is this text, with
+    // the installed path, rather than a second copy of it kept in sync by hand.
+    @Option(help: ArgumentHelp("Print the desktop entry that runs the vault binary at this path, for installers.",
+                               valueName: "path", visibility: .hidden))
+    var printHandler: String?
+
     @OptionGroup var recovery: KeyRecoveryOptions
 
     func validate() throws {
-        let modes = [url != nil, installHandler, uninstallHandler].filter { $0 }.count
+        let modes = [url != nil, installHandler, uninstallHandler, printHandler != nil].filter { $0 }.count
         guard modes == 1 else { throw ValidationError("give a URL, --install-handler or --uninstall-handler") }
+        if let printHandler, !printHandler.hasPrefix("/") { throw ValidationError("--print-handler takes an absolute path") }
     }
 
     func run() async throws {
+        if let printHandler { return print(DesktopHandler.entry(running: printHandler), terminator: "") }
         if installHandler { return try DesktopHandler.install() }
         if uninstallHandler { return try DesktopHandler.uninstall() }
         let text = try url == "-" ? readRequest() : url!
