@@ -13,7 +13,10 @@ public final class PeerServer: @unchecked Sendable {
     private let confirm: Confirm?
     private let log: @Sendable (String) -> Void
     private let limiter = RateLimiter(limit: NetLimits.pieceRequestsPerMinute)
-    private let pairingUntil: Date?
+    /// How long pairing stays open once the server listens (nil: no pairing).
+    private let pairingWindow: TimeInterval?
+    /// When the server began to listen; guarded by `pairingLock`.
+    private var pairingOpened: Date?
     private let pairingConfirm: Pairing.Confirm?
     private let slots = ConnectionSlots()
     private let throttled: LogThrottle
@@ -40,8 +43,14 @@ public final class PeerServer: @unchecked Sendable {
         self.confirm = confirm
         self.log = log
         throttled = LogThrottle(log: log)
-        pairingUntil = pairing.map { Date().addingTimeInterval(min($0.window, NetLimits.maximumPairingWindow)) }
+        pairingWindow = pairing.map { min($0.window, NetLimits.maximumPairingWindow) }
         pairingConfirm = pairing?.confirm
+    }
+
+    /// When the pairing window closes; nil without pairing or before the server listens.
+    private var pairingUntil: Date? {
+        guard let pairingWindow, let opened = pairingLock.withLock({ pairingOpened }) else { return nil }
+        return opened.addingTimeInterval(pairingWindow)
     }
 
     /// Binds and serves until the task is cancelled. `ready` receives the bound port.
@@ -50,6 +59,9 @@ public final class PeerServer: @unchecked Sendable {
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .bind(host: host, port: port) { SecureChannel.configure($0) }
+        // The window opens when the server listens, as `vault serve` announces it: not when
+        // it was configured, however long binding took.
+        pairingLock.withLock { pairingOpened = Date() }
         ready(server.channel.localAddress?.port ?? port)
         try await withTaskCancellationHandler {
             try await withThrowingDiscardingTaskGroup { group in
