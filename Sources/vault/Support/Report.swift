@@ -33,9 +33,10 @@ extension CLIError: UserFacingError {
 /// ArgumentParser's own (help, usage) are left to it: for those this returns nil.
 enum Report {
     static func handle(_ error: Error) -> Int32? {
+        // ArgumentParser's own errors (usage, help, version, its internal CommandError that
+        // `vault help COMMAND` and `--help` throw from run) are for it to print.
+        if String(reflecting: type(of: error)).hasPrefix("ArgumentParser.") { return nil }
         switch error {
-        case is ValidationError, is ExitCode, is CleanExit:
-            return nil
         case let error as VaultError:
             print(error.description, hint: hint(for: error))
         case let error as CLIError:

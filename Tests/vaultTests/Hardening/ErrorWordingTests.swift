@@ -54,6 +54,19 @@ import VaultTestSupport
         #expect(share.stderr.contains("  bob: the connection broke: "), "\(share.stderr)")
     }
 
+    /// Help and the version are not errors: they print to stdout and exit 0, however asked.
+    @Test func helpIsNotAnError() throws {
+        let vault = VaultBinary(home: "/nonexistent")
+        for arguments in [["--help"], ["help"], ["help", "share"], ["share", "--help"], ["secrets", "import", "-h"],
+                          ["help", "secrets", "import"]] {
+            let result = try vault.run(arguments)
+            #expect(result.status == 0 && result.stderr.isEmpty && result.stdout.contains("USAGE: vault"),
+                    "\(arguments): \(result.status) \(result.stderr)")
+        }
+        let version = try vault.run("--version")
+        #expect(version.status == 0 && !version.stdout.isEmpty && version.stderr.isEmpty)
+    }
+
     /// The check itself: it finds what Swift prints for an error, and passes words.
     @Test func theCheckCatchesSwiftDescriptions() {
         let swift = [
