@@ -79,7 +79,7 @@ class Reader:
 
 
 def parse_bundle(data):
-    assert data[:4] == b"VLTB" and data[4] == 1, "not a version 1 bundle"
+    assert data[:4] == b"VLTB" and data[4] == 2, "not a version 2 bundle"
     length = int.from_bytes(data[5:9], "big")
     header = data[9:9 + length]
     signature = data[9 + length:9 + length + 64]
@@ -92,6 +92,7 @@ def parse_bundle(data):
     assert card[0] == 1
     h["dealer_x"], h["dealer_ed"] = card[1:33], card[33:65]
     h["holder_key"] = r.take(32)
+    h["sender_key"] = r.take(32)
     h["password"] = r.int(1)
     if r.int(1):
         r.take(16)
@@ -105,7 +106,7 @@ def parse_bundle(data):
         h["pop"].append(r.take(32))
         h["tag"].append(r.take(32))
     assert r.at == len(header), "trailing header bytes"
-    nacl.crypto_sign_open(signature + b"vault/v1/bundle-header" + header, h["dealer_ed"])
+    nacl.crypto_sign_open(signature + b"vault/v2/bundle-header" + header, h["dealer_ed"])
     body = data[9 + length + 64:]
     return h, body
 
@@ -116,7 +117,8 @@ def open_bundle(keystore, path):
     h, body = parse_bundle(open(path, "rb").read())
     i = h["index"]
     assert h["holder_key"] == pk and h["tag"][i - 1] == blake("vault/v1/holder", h["id"], pk)
-    plain = nacl.crypto_box_open(body[24:136], body[:24], h["dealer_x"], sk)
+    # From the one-time key in the signed header, not from the dealer's own key.
+    plain = nacl.crypto_box_open(body[24:136], body[:24], h["sender_key"], sk)
     share, piece_key, bound = plain[:32], plain[32:64], plain[64:96]
     assert bound == blake("vault/v1/bundle", h["raw"]), "box bound to another header"
     sealed = body[136:]

@@ -98,6 +98,9 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
     case corruptSecret(String)
     /// The ciphertext ended early.
     case truncated(what: String)
+    /// A file in a format version this vault does not read (an earlier one, before the
+    /// format was released, or a later one).
+    case unsupportedVersion(what: String, version: UInt8, supported: UInt8)
 
     // Shared keys and items.
     /// No shared key matches the name or id.
@@ -174,6 +177,8 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
         case .passwordRequired: "the secret has a password layer and no password was given"
         case .corruptSecret(let detail): "the secret is corrupt: \(detail)"
         case .truncated(let what): "\(what) is truncated"
+        case .unsupportedVersion(let what, let version, let supported):
+            "\(what) is in format version \(version), and this vault reads version \(supported) only"
         case .unknownKey(let name): "no shared key matches \(quoted(name))"
         case .noShareOfKey(let id): "you hold no share of key \(id.prefix(16)), which encrypts this item"
         case .notAKey(let name): "\(quoted(name)) is a secret, not a shared key"

@@ -2,23 +2,26 @@ import Foundation
 
 /// A holder's piece, re-sealed for one other holder of the same secret:
 ///
-///     "VLTP" ‖ version 0x01 ‖ header length (4) ‖ header ‖ nonce (24) ‖ box (112) ‖ sealed piece
+///     "VLTP" ‖ version 0x02 ‖ header length (4) ‖ header ‖ signature (64) ‖ nonce (24) ‖ box (112) ‖ sealed piece
 ///     header = secret id (16) ‖ from index (1) ‖ to index (1) ‖ sender card (65)
-///              ‖ recipient X25519 key (32) ‖ piece length (8)
+///              ‖ recipient X25519 key (32) ‖ one-time X25519 key (32) ‖ piece length (8)
 ///
-/// The box is `crypto_box` from sender to recipient over key share ‖ piece key ‖
-/// BLAKE2b(header): it binds the release to this secret and this requester. The piece and
-/// key share are checked by the recipient against the dealer's signed header.
+/// The signature is the sender's Ed25519 over the header. The box is `crypto_box` to the
+/// recipient from the one-time key over key share ‖ piece key ‖ BLAKE2b(header): it binds
+/// the release to this secret and this requester, and, as for bundles (``ShareBundle``),
+/// no long-term key of the sender's opens it afterwards. The piece and key share are
+/// checked by the recipient against the dealer's signed header.
 ///
-/// The box proves only the sender card's X25519 half. The recipient checks the Ed25519 half
-/// against a card it already knows for that key (the dealer's, or a trusted peer's), and
+/// The signature proves the sender card's Ed25519 half. The recipient also checks the card
+/// against one it already knows for that holder (the dealer's, or a trusted peer's), and
 /// names the sender only by such a card: otherwise a holder could hide behind a made-up one.
 public enum ReleasedPiece {
     static let magic: [UInt8] = Array("VLTP".utf8)
-    static let version: UInt8 = 1
-    static let headerLength = 16 + 1 + 1 + KeyCard.encodedLength + 32 + 8
+    static let version: UInt8 = 2
+    static let headerLength = 16 + 1 + 1 + KeyCard.encodedLength + 32 + 32 + 8
+    static let signatureDomain = Array("vault/v2/release".utf8)
     /// Everything before the sealed piece.
-    static let bodyOffset = 9 + headerLength + ShareBundle.bodyPrefixLength
+    static let bodyOffset = 9 + headerLength + 64 + ShareBundle.bodyPrefixLength
 
     /// The exact length of a released piece of `secret`: a receiver refuses any other before
     /// it stores a byte.
@@ -33,6 +36,7 @@ public enum ReleasedPiece {
         let to: Int
         let sender: KeyCard
         let recipientKey: [UInt8]
+        let oneTimeKey: [UInt8]
         let pieceLength: UInt64
 
         func encoded() -> [UInt8] {
@@ -42,6 +46,7 @@ public enum ReleasedPiece {
             w.u8(UInt8(to))
             w.raw(sender.encoded)
             w.raw(recipientKey)
+            w.raw(oneTimeKey)
             w.u64(pieceLength)
             return w.bytes
         }
@@ -60,16 +65,19 @@ public enum ReleasedPiece {
         }
         let (keyShare, pieceKey) = try ShareBundle.openBox(secret.box, header: header, holder: identity)
         let pieceLength = Dispersal.pieceLength(dataLength: header.ciphertextLength, k: header.threshold)
+        let oneTime = OneTimeKey(random: random)
         let releaseHeader = Header(secretID: header.secretID, from: header.holderIndex, to: to, sender: identity.card,
-                                   recipientKey: recipient.card.agreementKey, pieceLength: pieceLength)
+                                   recipientKey: recipient.card.agreementKey, oneTimeKey: oneTime.publicKey, pieceLength: pieceLength)
         let newKey = random.secureBytes(32)
+        let encoded = releaseHeader.encoded()
         var w = ByteWriter()
         w.raw(magic)
         w.u8(version)
         w.u32(UInt32(headerLength))
-        w.raw(releaseHeader.encoded())
+        w.raw(encoded)
+        w.raw(identity.sign(signatureDomain + encoded))
         w.raw(Box.seal([keyShare, newKey, SecureBytes(copying: releaseHeader.hash)], to: recipient.card.agreementKey,
-                       from: identity, random: random))
+                       secretKey: oneTime.secretKey, random: random))
         try w.bytes.withUnsafeBytes { try output.write($0) }
 
         // Re-seal the stored piece under the new key, checking it against the commitment.
@@ -103,8 +111,8 @@ public enum ReleasedPiece {
         let keyShare: SecureBytes
         let pieceKey: SecureBytes
         let bodyOffset: Int
-        /// The dealer's or a trusted peer's card whose X25519 key sealed the box and whose
-        /// Ed25519 key matches the header's; nil when no known card has that X25519 key.
+        /// The dealer's or a trusted peer's card, the one in the header, whose Ed25519 key
+        /// signed it; nil when no known card has the header card's X25519 key.
         let sender: KeyCard?
     }
 
@@ -136,15 +144,16 @@ public enum ReleasedPiece {
         guard start.count == 9, Array(start[0..<4]) == magic else {
             throw VaultError.malformed(what: path, detail: "not a released vault piece")
         }
-        guard start[4] == version else { throw VaultError.malformed(what: path, detail: "unknown version \(start[4])") }
+        guard start[4] == version else { throw VaultError.unsupportedVersion(what: path, version: start[4], supported: version) }
         let length = Int(start[5...].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
         guard length == headerLength else { throw VaultError.malformed(what: path, detail: "wrong header length") }
-        var reader = ByteReader(try source.readFully(length))
+        let encoded = try source.readFully(length)
+        var reader = ByteReader(encoded)
         let header: Header
         do {
             header = Header(secretID: try reader.raw(16), from: Int(try reader.u8()), to: Int(try reader.u8()),
                             sender: try KeyCard(encoded: try reader.raw(KeyCard.encodedLength)),
-                            recipientKey: try reader.raw(32), pieceLength: try reader.u64())
+                            recipientKey: try reader.raw(32), oneTimeKey: try reader.raw(32), pieceLength: try reader.u64())
         } catch is ByteReader.Failure {
             throw VaultError.truncated(what: path)
         } catch {
@@ -163,15 +172,19 @@ public enum ReleasedPiece {
         guard header.pieceLength == Dispersal.pieceLength(dataLength: secret.ciphertextLength, k: secret.threshold) else {
             throw VaultError.malformed(what: path, detail: "wrong piece length")
         }
+        let signature = try source.readFully(64)
         let box = try source.readFully(ShareBundle.bodyPrefixLength)
-        guard box.count == ShareBundle.bodyPrefixLength else { throw VaultError.truncated(what: path) }
-        guard let plain = Box.open(box, from: header.sender.agreementKey, to: identity), plain.count == 96,
+        guard signature.count == 64, box.count == ShareBundle.bodyPrefixLength else { throw VaultError.truncated(what: path) }
+        // Nothing is proven until both hold, so no sender is named before.
+        guard header.sender.verify(signature: signature, of: signatureDomain + encoded) else {
+            return .setAside(header, sender: nil, problem: "damaged: its sender's signature does not verify")
+        }
+        guard let plain = Box.open(box, from: header.oneTimeKey, to: identity), plain.count == 96,
               Sodium.equal(plain.slice(64..<96).withUnsafeBytes(Array.init), header.hash) else {
-            // Nothing here is proven, so no sender is named.
             return .setAside(header, sender: nil, problem: "damaged: its sealed keys do not open")
         }
-        // The box proved the X25519 half. Holder 1 is the dealer, whose whole card the dealer
-        // signed; any other holder's card is known only if it is a trusted peer.
+        // The signature proved the Ed25519 half. Holder 1 is the dealer, whose whole card the
+        // dealer signed; any other holder's card is known only if it is a trusted peer.
         let known = header.from == 1 ? secret.dealer
             : trusted.first { Sodium.equal($0.agreementKey, header.sender.agreementKey) }
         if let known, known != header.sender {

@@ -67,6 +67,8 @@ public enum SecretDealer {
         let dataKey = random.secureBytes(32)
         let keyShares = Shamir.split(dataKey, threshold: k, count: n, random: random)
         let pieceKeys = (0..<n).map { _ in random.secureBytes(32) }
+        // One key pair per box, dropped when this returns (ShareBundle says why).
+        let oneTimeKeys = (0..<n).map { _ in OneTimeKey(random: random) }
 
         // The prefix and box have a size known now; reserve them and fill them in at the end.
         func header(index: Int, ciphertextLength: UInt64, commitments: [[UInt8]], keys: [[UInt8]]) -> BundleHeader {
@@ -74,7 +76,7 @@ public enum SecretDealer {
                 secretID: secretID, createdAt: UInt64(Date().timeIntervalSince1970), type: request.type,
                 description: request.description, threshold: k, count: n, holderIndex: index,
                 ciphertextLength: ciphertextLength, dealer: dealer.card, holderKey: holders[index - 1].card.agreementKey,
-                passwordProtected: request.password != nil, replaces: request.replaces,
+                senderKey: oneTimeKeys[index - 1].publicKey, passwordProtected: request.password != nil, replaces: request.replaces,
                 keyID: request.type == .key ? request.keyID ?? secretID : nil,
                 labels: request.publishLabels ? holders.map(\.label) : nil, commitments: commitments,
                 possessionKeys: keys, holderTags: holders.map { BundleHeader.holderTag(secretID: secretID, agreementKey: $0.card.agreementKey) })
@@ -136,7 +138,7 @@ public enum SecretDealer {
         for j in 0..<n {
             let final = header(index: j + 1, ciphertextLength: ciphertextLength, commitments: commitments, keys: possessionKeys)
             let prefix = ShareBundle.prefix(header: final, signer: dealer)
-            let box = ShareBundle.sealBox(keyShare: keyShares[j], pieceKey: pieceKeys[j], header: final, dealer: dealer, random: random)
+            let box = ShareBundle.sealBox(keyShare: keyShares[j], pieceKey: pieceKeys[j], header: final, oneTime: oneTimeKeys[j], random: random)
             precondition(prefix.count + box.count == reserved)
             try outputs[j].write(prefix + box, at: 0)
             headers.append(final)

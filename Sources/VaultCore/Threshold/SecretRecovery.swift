@@ -6,7 +6,7 @@ public struct PieceOutcome: Sendable {
     public let source: String
     /// The holder index it claims.
     public let index: Int?
-    /// The holder who released it, by the card known for the key that sealed it (the
+    /// The holder who released it, by the card known for the key that signed it (the
     /// dealer's or a trusted peer's); nil for your own share and for a sender not known.
     public let sender: KeyCard?
     /// Nil if it verified; otherwise why it was set aside, starting "forged:" when it

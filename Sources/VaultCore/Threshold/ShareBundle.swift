@@ -24,6 +24,9 @@ public struct BundleHeader: Equatable, Sendable {
     public let dealer: KeyCard
     /// The X25519 key this bundle is sealed to.
     public let holderKey: [UInt8]
+    /// The one-time X25519 public key the dealer sealed this bundle's box with (its secret
+    /// half was erased once the box was made): see ``ShareBundle``.
+    public let senderKey: [UInt8]
     /// Whether a password layer sits inside.
     public let passwordProtected: Bool
     /// The secret this one replaces (resharing), if any.
@@ -42,9 +45,9 @@ public struct BundleHeader: Equatable, Sendable {
 
     static let maximumDescription = 1024
     /// The largest header the fields allow (FORMAT.md §9): 255 holders with 255-byte labels,
-    /// the longest description, a key id and a replaced id. 90954 bytes; the cap is one a
+    /// the longest description, a key id and a replaced id. 90986 bytes; the cap is one a
     /// header can reach, so a longer length is refused before it is read.
-    static let maximumLength = 16 + 8 + 1 + (2 + maximumDescription) + 3 + 8 + KeyCard.encodedLength + 32 + 1 + (1 + 16) + 16
+    static let maximumLength = 16 + 8 + 1 + (2 + maximumDescription) + 3 + 8 + KeyCard.encodedLength + 32 + 32 + 1 + (1 + 16) + 16
         + (1 + 255 * (1 + Label.maximumBytes)) + 255 * 96
 
     /// The id as 32 hex digits.
@@ -93,6 +96,7 @@ public struct BundleHeader: Equatable, Sendable {
         w.u64(ciphertextLength)
         w.raw(dealer.encoded)
         w.raw(holderKey)
+        w.raw(senderKey)
         w.u8(passwordProtected ? 1 : 0)
         if let replaces { w.u8(1); w.raw(replaces) } else { w.u8(0) }
         if type == .key { w.raw(keyID!) }
@@ -106,7 +110,7 @@ public struct BundleHeader: Equatable, Sendable {
     }
 
     init(secretID: [UInt8], createdAt: UInt64, type: SecretType, description: String, threshold: Int, count: Int,
-         holderIndex: Int, ciphertextLength: UInt64, dealer: KeyCard, holderKey: [UInt8], passwordProtected: Bool,
+         holderIndex: Int, ciphertextLength: UInt64, dealer: KeyCard, holderKey: [UInt8], senderKey: [UInt8], passwordProtected: Bool,
          replaces: [UInt8]?, keyID: [UInt8]?, labels: [Label]?, commitments: [[UInt8]], possessionKeys: [[UInt8]],
          holderTags: [[UInt8]]) {
         precondition((type == .key) == (keyID?.count == 16))
@@ -120,6 +124,7 @@ public struct BundleHeader: Equatable, Sendable {
         self.ciphertextLength = ciphertextLength
         self.dealer = dealer
         self.holderKey = holderKey
+        self.senderKey = senderKey
         self.passwordProtected = passwordProtected
         self.replaces = replaces
         self.keyID = keyID
@@ -152,6 +157,7 @@ public struct BundleHeader: Equatable, Sendable {
             }
             dealer = try KeyCard(encoded: try r.raw(KeyCard.encodedLength))
             holderKey = try r.raw(32)
+            senderKey = try r.raw(32)
             switch try r.u8() {
             case 0: passwordProtected = false
             case 1: passwordProtected = true
@@ -211,17 +217,26 @@ public struct BundleHeader: Equatable, Sendable {
 
 /// A share bundle's layout, as a file or a keystore row:
 ///
-///     "VLTB" ‖ version 0x01 ‖ header length (4) ‖ header ‖ signature (64)   — the prefix
+///     "VLTB" ‖ version 0x02 ‖ header length (4) ‖ header ‖ signature (64)   — the prefix
 ///     ‖ nonce (24) ‖ box (112) ‖ sealed piece stream                          — the body
 ///
-/// The box is `crypto_box` from the dealer to the holder over key share (32) ‖ piece key
-/// (32) ‖ BLAKE2b(header) (32): the last part binds the box to this header, so a body cannot
-/// be moved under another bundle's header. The piece stream is a ``SecretStream`` under the
+/// The box is `crypto_box` to the holder over key share (32) ‖ piece key (32) ‖
+/// BLAKE2b(header) (32): the last part binds the box to this header, so a body cannot be
+/// moved under another bundle's header. The piece stream is a ``SecretStream`` under the
 /// piece key.
+///
+/// The box is sealed with a one-time X25519 key whose public half is in the signed header
+/// (``BundleHeader/senderKey``), as age does, not with the dealer's long-term key. With
+/// `crypto_box` the two ends share one key, so a box from the dealer's long-term key
+/// could be opened with the dealer's secret key as well as the holder's: a thief of the
+/// dealer's keystore would read every bundle it ever dealt (the outbox, `--out-dir`
+/// files, captured traffic) without any holder. The one-time secret is erased once the box
+/// is made. The dealer's signature over the header (and so over the one-time key) is what
+/// says who dealt the bundle.
 enum ShareBundle {
     static let magic: [UInt8] = Array("VLTB".utf8)
-    static let version: UInt8 = 1
-    static let signatureDomain = Array("vault/v1/bundle-header".utf8)
+    static let version: UInt8 = 2
+    static let signatureDomain = Array("vault/v2/bundle-header".utf8)
     static let boxPlaintextLength = 96
     static let boxLength = boxPlaintextLength + Int(crypto_box_MACBYTES)
     static let bodyPrefixLength = Int(crypto_box_NONCEBYTES) + boxLength
@@ -245,9 +260,7 @@ enum ShareBundle {
         guard start.count == 9, Array(start[0..<4]) == magic else {
             throw VaultError.malformed(what: "the share bundle", detail: "not a vault share bundle")
         }
-        guard start[4] == version else {
-            throw VaultError.malformed(what: "the share bundle", detail: "unknown version \(start[4])")
-        }
+        guard start[4] == version else { throw VaultError.unsupportedVersion(what: "the share bundle", version: start[4], supported: version) }
         let length = Int(start[5...].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
         guard length <= BundleHeader.maximumLength else {
             throw VaultError.malformed(what: "the share bundle", detail: "header too long")
@@ -272,11 +285,13 @@ enum ShareBundle {
         Sodium.blake2b(key: "vault/v1/bundle", header.encoded())
     }
 
-    /// The box for holder `header.holderIndex`.
-    static func sealBox(keyShare: SecureBytes, pieceKey: SecureBytes, header: BundleHeader, dealer: Identity,
+    /// The box for holder `header.holderIndex`, sealed with `oneTime`, the key pair whose
+    /// public half is `header.senderKey`.
+    static func sealBox(keyShare: SecureBytes, pieceKey: SecureBytes, header: BundleHeader, oneTime: OneTimeKey,
                         random: some RandomSource) -> [UInt8] {
-        Box.seal([keyShare, pieceKey, SecureBytes(copying: headerHash(header))], to: header.holderKey,
-                 from: dealer, random: random)
+        precondition(oneTime.publicKey == header.senderKey)
+        return Box.seal([keyShare, pieceKey, SecureBytes(copying: headerHash(header))], to: header.holderKey,
+                        secretKey: oneTime.secretKey, random: random)
     }
 
     /// Opens the box: the key share and the piece key, once the header hash inside matches.
@@ -287,7 +302,7 @@ enum ShareBundle {
         guard Sodium.equal(header.holderKey, holder.card.agreementKey) else {
             throw .notForThisIdentity(what: "the share bundle")
         }
-        guard let plain = Box.open(body, from: header.dealer.agreementKey, to: holder), plain.count == boxPlaintextLength else {
+        guard let plain = Box.open(body, from: header.senderKey, to: holder), plain.count == boxPlaintextLength else {
             throw .damaged(what: "the share bundle", detail: "its sealed keys do not open")
         }
         let bound = plain.slice(64..<96).withUnsafeBytes(Array.init)
@@ -300,7 +315,8 @@ enum ShareBundle {
 
 /// `crypto_box` (X25519, XSalsa20-Poly1305) over parts in locked memory: nonce (24) ‖ box.
 enum Box {
-    static func seal(_ parts: [SecureBytes], to recipient: [UInt8], from sender: Identity, random: some RandomSource) -> [UInt8] {
+    /// Sealed with `secretKey`: vault's callers pass a ``OneTimeKey``'s, never an identity's.
+    static func seal(_ parts: [SecureBytes], to recipient: [UInt8], secretKey: SecureBytes, random: some RandomSource) -> [UInt8] {
         let length = parts.reduce(0) { $0 + $1.count }
         let plain = SecureBytes(count: length)
         var offset = 0
@@ -313,7 +329,7 @@ enum Box {
         let nonce = random.bytes(Int(crypto_box_NONCEBYTES))
         var box = [UInt8](repeating: 0, count: length + Int(crypto_box_MACBYTES))
         plain.withUnsafeBytes { m in
-            sender.agreementSecret.withUnsafeBytes { sk in
+            secretKey.withUnsafeBytes { sk in
                 _ = crypto_box_easy(&box, m.bindMemory(to: UInt8.self).baseAddress!, UInt64(length), nonce, recipient,
                                     sk.bindMemory(to: UInt8.self).baseAddress!)
             }

@@ -118,6 +118,10 @@ enum Report {
         switch error {
         case .inFile(_, let error):
             hint(for: error)
+        case .unsupportedVersion(_, let version, let supported) where version < supported:
+            "it was made by an earlier vault: ask whoever made it to make it again with this one"
+        case .unsupportedVersion:
+            "it was made by a newer vault: update this one"
         case .noKeystore:
             "run 'vault init' to create an identity, or point --home or VAULT_HOME at an existing keystore"
         case .identityExists:

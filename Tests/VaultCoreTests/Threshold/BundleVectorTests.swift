@@ -4,12 +4,12 @@ import Testing
 import VaultTestSupport
 
 /// Share bundles written once with fixed identities and committed under
-/// Vectors/bundle-v1: every later build must still import them and recover the content.
+/// Vectors/bundle-v2: every later build must still import them and recover the content.
 /// `VAULT_WRITE_VECTORS=1 swift test --filter BundleVectorTests` writes them again (only
 /// for a deliberate format change, with a new directory name).
 @Suite(.serialized) struct BundleVectorTests {
     static let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("Vectors/bundle-v1").path
+        .appendingPathComponent("Vectors/bundle-v2").path
     static let password = "vector password"
     /// 140000 bytes: several stream chunks and two stripes at k = 2.
     static let content = (0..<140_000).map { UInt8(truncatingIfNeeded: ($0 &* 131) ^ ($0 >> 7)) }
@@ -61,7 +61,7 @@ import VaultTestSupport
             let peer = try keystores[0].peer(named: name)
             return (label: peer.label, card: peer.card)
         }
-        let request = ShareRequest(type: .file, metadata: SecretMetadata(fileName: "vector.bin"), description: "bundle vector v1",
+        let request = ShareRequest(type: .file, metadata: SecretMetadata(fileName: "vector.bin"), description: "bundle vector v2",
                                    threshold: 2, holders: holders, publishLabels: true,
                                    password: SecureBytes(copying: Array(Self.password.utf8)))
         let outputs = try ["alice", "bob", "carol"].map { try OutputFile(path: Self.directory + "/\($0).vshare", replace: true) }

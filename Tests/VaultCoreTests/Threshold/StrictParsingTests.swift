@@ -75,14 +75,16 @@ final class CraftedDeal {
         }
         let cards = identities.map(\.card)
         return try (0..<n).map { j in
+            let oneTime = OneTimeKey(random: random)
             let header = BundleHeader(
                 secretID: secretID, createdAt: 0, type: type, description: "crafted", threshold: k, count: n, holderIndex: j + 1,
-                ciphertextLength: ciphertextLength, dealer: cards[0], holderKey: cards[j].agreementKey, passwordProtected: passwordFlag,
+                ciphertextLength: ciphertextLength, dealer: cards[0], holderKey: cards[j].agreementKey, senderKey: oneTime.publicKey,
+                passwordProtected: passwordFlag,
                 replaces: nil, keyID: type == .key ? secretID : nil, labels: nil, commitments: commitments,
                 possessionKeys: possessionKeys, holderTags: cards.map { BundleHeader.holderTag(secretID: secretID, agreementKey: $0.agreementKey) })
             let pieceKey = random.secureBytes(32)
             let bundle = ShareBundle.prefix(header: header, signer: identities[0])
-                + ShareBundle.sealBox(keyShare: keyShares[j], pieceKey: pieceKey, header: header, dealer: identities[0], random: random)
+                + ShareBundle.sealBox(keyShare: keyShares[j], pieceKey: pieceKey, header: header, oneTime: oneTime, random: random)
                 + (try sealPiece(pieceKey, pieces[j]))
             return try temporary.write("crafted-\(UUID().uuidString)-\(j + 1).vshare", bundle)
         }
@@ -172,8 +174,9 @@ final class CraftedDeal {
     }
 
     /// Finding 14: carol releases her piece under a card with her X25519 key and alice's
-    /// Ed25519 key. The box proves only the X25519 half; the Ed25519 half is checked against
-    /// the card bob trusts for carol, so the piece is set aside and carol is named.
+    /// Ed25519 key, signed with that Ed25519 key. The signature proves only the Ed25519 half;
+    /// the whole card is checked against the one bob trusts for carol's X25519 key, so the
+    /// piece is set aside and carol is named.
     @Test func aSenderCardWithAnotherSigningKeyIsSetAsideAndTheTrueSenderNamed() throws {
         let deal = try CraftedDeal()
         let bundles = try deal.deal(outer: Self.note)
@@ -184,17 +187,20 @@ final class CraftedDeal {
                 let stored = try deal.keystores[1].secrets()[0]
                 let opened = try ReleasedPiece.open(path: honest, secret: stored.header, identity: bob)
                 let masked = try KeyCard(encoded: [KeyCard.version] + carol.card.agreementKey + deal.identities[0].card.signingKey)
+                // Signed by the masked card's own signing key (alice's), so the signature holds.
+                let oneTime = OneTimeKey(random: SecureRandom())
                 let header = ReleasedPiece.Header(secretID: opened.header.secretID, from: opened.header.from, to: opened.header.to,
                                                   sender: masked, recipientKey: opened.header.recipientKey,
-                                                  pieceLength: opened.header.pieceLength)
+                                                  oneTimeKey: oneTime.publicKey, pieceLength: opened.header.pieceLength)
                 let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: honest)))
                 var w = ByteWriter()
                 w.raw(ReleasedPiece.magic)
                 w.u8(ReleasedPiece.version)
                 w.u32(UInt32(ReleasedPiece.headerLength))
                 w.raw(header.encoded())
+                w.raw(deal.identities[0].sign(ReleasedPiece.signatureDomain + header.encoded()))
                 w.raw(Box.seal([opened.keyShare, opened.pieceKey, SecureBytes(copying: header.hash)], to: bob.card.agreementKey,
-                               from: carol, random: SecureRandom()))
+                               secretKey: oneTime.secretKey, random: SecureRandom()))
                 w.raw(bytes[opened.bodyOffset...])
                 return try deal.temporary.write("masked.vpiece", w.bytes)
             }, verified: { outcomes.append($0) })
@@ -233,7 +239,7 @@ final class CraftedDeal {
         return BundleHeader(
             secretID: Array(repeating: 9, count: 16), createdAt: 0, type: .note, description: "crafted", threshold: 2, count: 3,
             holderIndex: 2, ciphertextLength: 100, dealer: deal.identities[0].card, holderKey: deal.identities[1].card.agreementKey,
-            passwordProtected: false, replaces: nil, keyID: nil, labels: try labels?.map { try Label($0) }, commitments: zero,
+            senderKey: zero[0], passwordProtected: false, replaces: nil, keyID: nil, labels: try labels?.map { try Label($0) }, commitments: zero,
             possessionKeys: zero, holderTags: zero)
     }
 
@@ -294,12 +300,12 @@ final class CraftedDeal {
         let header = BundleHeader(
             secretID: Array(repeating: 9, count: 16), createdAt: 0, type: .key, description: String(repeating: "d", count: 1024),
             threshold: 2, count: 255, holderIndex: 2, ciphertextLength: 100, dealer: dealer.card, holderKey: Array(repeating: 1, count: 32),
-            passwordProtected: false, replaces: Array(repeating: 3, count: 16), keyID: Array(repeating: 4, count: 16),
+            senderKey: Array(repeating: 2, count: 32), passwordProtected: false, replaces: Array(repeating: 3, count: 16), keyID: Array(repeating: 4, count: 16),
             labels: Array(repeating: label, count: 255), commitments: zero, possessionKeys: zero, holderTags: zero)
-        #expect(header.encoded().count == 90954)
-        #expect(BundleHeader.maximumLength == 90954)
+        #expect(header.encoded().count == 90986)
+        #expect(BundleHeader.maximumLength == 90986)
         #expect(try Self.parseSigned(header.encoded(), by: dealer) == header)
-        let tooLong = [UInt8]("VLTB".utf8) + [1, 0, 1, 0x63, 0x4B]  // 90955
+        let tooLong = [UInt8]("VLTB".utf8) + [2, 0, 1, 0x63, 0x6B]  // 90987
         var offset = 0
         #expect(throws: VaultError.malformed(what: "the share bundle", detail: "header too long")) {
             try ShareBundle.parsePrefix { count in

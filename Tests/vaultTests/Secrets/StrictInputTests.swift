@@ -58,7 +58,7 @@ import VaultTestSupport
         let id = try circle.share(from: "alice", [note, "--to", "bob,carol", "-k", "2"])
         let honest = try circle.release(id, from: "carol", to: "alice")
         var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: circle.release(id, from: "bob", to: "alice"))))
-        bytes[9 + ReleasedPiece.headerLength + 24 + 30] ^= 1
+        bytes[9 + ReleasedPiece.headerLength + 64 + 24 + 30] ^= 1
         let damaged = try circle.files.write("damaged.vpiece", bytes)
         let result = try circle["alice"].vault.run(["recover", id, "--piece", damaged, honest])
         #expect(result.status == 0, "\(result.stderr)")
