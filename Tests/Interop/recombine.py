@@ -40,10 +40,6 @@ def gf_inv(a):
     return r
 
 
-def sealed_length(p):
-    return 24 + p + 17 * max(1, -(-p // L))
-
-
 def piece_length(c, k):
     return c // (k * L) * L + -(-(c % (k * L)) // k)
 
@@ -118,12 +114,11 @@ def open_bundle(keystore, path):
     i = h["index"]
     assert h["holder_key"] == pk and h["tag"][i - 1] == blake("vault/v1/holder", h["id"], pk)
     # From the one-time key in the signed header, not from the dealer's own key.
-    plain = nacl.crypto_box_open(body[24:136], body[:24], h["sender_key"], sk)
-    share, piece_key, bound = plain[:32], plain[32:64], plain[64:96]
+    plain = nacl.crypto_box_open(body[24:104], body[:24], h["sender_key"], sk)
+    share, bound = plain[:32], plain[32:64]
     assert bound == blake("vault/v1/bundle", h["raw"]), "box bound to another header"
-    sealed = body[136:]
-    assert len(sealed) == sealed_length(piece_length(h["clen"], h["k"])), "wrong bundle length"
-    piece = open_stream(piece_key, sealed)
+    piece = body[104:]
+    assert len(piece) == piece_length(h["clen"], h["k"]), "wrong bundle length"
     assert blake("vault/v1/piece", piece) == h["commit"][i - 1], "piece does not match its commitment"
     seed = blake("vault/v1/pop", h["id"], bytes([i]), share, h["commit"][i - 1])
     assert nacl.crypto_sign_seed_keypair(seed)[0] == h["pop"][i - 1], "key share does not match its proof key"

@@ -47,11 +47,11 @@ public enum Calibration {
     /// The fastest `vault share` this design allows on `cores` cores, in MB/s, from the
     /// one-core rates above. Per payload byte the dealer runs one secretstream pass and the
     /// dispersal, in order on one thread, and, for n/k bytes of pieces, BLAKE2b (the signed
-    /// commitments) and a second secretstream pass (each piece sealed to its holder), which
-    /// spread over the cores. Writing the pieces out is not counted.
+    /// commitments), which spreads over the cores. Writing the pieces out is not counted.
     public static func shareCeilingMBps(k: Int, n: Int, cores: Int, stream: Double, blake2b: Double, dispersal: Double) -> Double {
         let serial = 1 / stream + 1 / dispersal
-        let pieces = Double(n) / Double(k) * (1 / blake2b + 1 / stream)
+        // Pieces are hashed, not sealed again (format version 2).
+        let pieces = Double(n) / Double(k) / blake2b
         return 1 / max(serial, (serial + pieces) / Double(max(cores, 1)))
     }
 

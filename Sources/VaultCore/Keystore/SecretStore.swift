@@ -143,9 +143,9 @@ extension Keystore {
         }
     }
 
-    /// Runs `body` with this share's sealed piece stream, read from the keystore in
-    /// bounded memory, inside one read transaction.
-    func withSealedPiece<T>(_ secret: StoredSecret, _ body: (inout any ByteSource) throws -> T) throws -> T {
+    /// Runs `body` with this share's piece, read from the keystore in bounded memory,
+    /// inside one read transaction.
+    func withPiece<T>(_ secret: StoredSecret, _ body: (inout any ByteSource) throws -> T) throws -> T {
         try Self.storage(on: home.directory) {
             try database.read { db in
                 var source: any ByteSource = try BlobRows(db: db, sql: "SELECT data FROM secret_piece WHERE secret_id = ? ORDER BY seq",
@@ -180,26 +180,20 @@ extension Keystore {
         }
         let box = try source.readFully(ShareBundle.bodyPrefixLength)
         guard box.count == ShareBundle.bodyPrefixLength else { throw VaultError.truncated(what: "the share bundle") }
-        let (keyShare, pieceKey) = try ShareBundle.openBox(box, header: header, holder: identity)
+        let keyShare = try ShareBundle.openBox(box, header: header, holder: identity)
         try db.execute(
             sql: "INSERT INTO secret (id, name, name_key, role, prefix, box, stored_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
             arguments: [Data(header.rowID), name?.value, name?.key, role.rawValue, Data(prefix), Data(box),
                         Int64(Date().timeIntervalSince1970)])
 
-        // Copy the sealed piece into rows while opening it to check it against the header.
-        let pieceLength = Dispersal.pieceLength(dataLength: header.ciphertextLength, k: header.threshold)
-        var left = SecretStream.sealedLength(plaintext: pieceLength)
+        // Copy the piece into rows while hashing it to check it against the header.
+        var left = Dispersal.pieceLength(dataLength: header.ciphertextLength, k: header.threshold)
         let hasher = BundleHeader.commitmentHasher()
-        let opener = StreamOpener(key: pieceKey) { hasher.update($0) }
         var sequence = 0
         while left > 0 {
             let chunk = try source.readFully(Int(min(left, UInt64(Self.pieceRowLength))))
             guard !chunk.isEmpty else { throw VaultError.truncated(what: "the share bundle") }
-            do {
-                try chunk.withUnsafeBytes { try opener.write($0) }
-            } catch let failure as SecretStream.Failure {
-                throw failure.error("its piece", in: "the share bundle")
-            }
+            chunk.withUnsafeBytes { hasher.update($0) }
             try db.execute(sql: "INSERT INTO secret_piece (secret_id, seq, data) VALUES (?, ?, ?)",
                            arguments: [Data(header.rowID), sequence, Data(chunk)])
             sequence += 1
@@ -207,11 +201,6 @@ extension Keystore {
         }
         guard try source.readFully(1).isEmpty else {
             throw VaultError.malformed(what: "the share bundle", detail: "bytes follow the piece")
-        }
-        do {
-            try opener.finish()
-        } catch let failure as SecretStream.Failure {
-            throw failure.error("its piece", in: "the share bundle")
         }
         let index = header.holderIndex
         guard Sodium.equal(hasher.finish(), header.commitments[index - 1]) else {

@@ -14,7 +14,7 @@ public enum PossessionProof {
     /// The requester's proof, to send to `holder` over the channel with `handshakeHash`.
     public static func make(for secret: StoredSecret, identity: Identity, holder: Int, handshakeHash: [UInt8]) throws(VaultError) -> [UInt8] {
         let header = secret.header
-        let (keyShare, _) = try ShareBundle.openBox(secret.box, header: header, holder: identity)
+        let keyShare = try ShareBundle.openBox(secret.box, header: header, holder: identity)
         let (_, secretKey) = BundleHeader.possessionKeyPair(secretID: header.secretID, index: header.holderIndex,
                                                             keyShare: keyShare, commitment: header.commitments[header.holderIndex - 1])
         let message = message(handshakeHash: handshakeHash, secretID: header.secretID, requester: header.holderIndex, holder: holder)

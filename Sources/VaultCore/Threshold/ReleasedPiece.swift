@@ -1,15 +1,16 @@
 import Foundation
 
-/// A holder's piece, re-sealed for one other holder of the same secret:
+/// A holder's piece and key share, released to one other holder of the same secret:
 ///
-///     "VLTP" ‖ version 0x02 ‖ header length (4) ‖ header ‖ signature (64) ‖ nonce (24) ‖ box (112) ‖ sealed piece
+///     "VLTP" ‖ version 0x02 ‖ header length (4) ‖ header ‖ signature (64) ‖ nonce (24) ‖ box (80) ‖ piece
 ///     header = secret id (16) ‖ from index (1) ‖ to index (1) ‖ sender card (65)
 ///              ‖ recipient X25519 key (32) ‖ one-time X25519 key (32) ‖ piece length (8)
 ///
 /// The signature is the sender's Ed25519 over the header. The box is `crypto_box` to the
-/// recipient from the one-time key over key share ‖ piece key ‖ BLAKE2b(header): it binds
+/// recipient from the one-time key over key share ‖ BLAKE2b(header): it binds
 /// the release to this secret and this requester, and, as for bundles (``ShareBundle``),
-/// no long-term key of the sender's opens it afterwards. The piece and key share are
+/// no long-term key of the sender's opens it afterwards. The piece goes as it is (a
+/// fragment of authenticated ciphertext, see ``ShareBundle``); it and the key share are
 /// checked by the recipient against the dealer's signed header.
 ///
 /// The signature proves the sender card's Ed25519 half. The recipient also checks the card
@@ -20,14 +21,14 @@ public enum ReleasedPiece {
     static let version: UInt8 = 2
     static let headerLength = 16 + 1 + 1 + KeyCard.encodedLength + 32 + 32 + 8
     static let signatureDomain = Array("vault/v2/release".utf8)
-    /// Everything before the sealed piece.
+    /// Everything before the piece.
     static let bodyOffset = 9 + headerLength + 64 + ShareBundle.bodyPrefixLength
 
     /// The exact length of a released piece of `secret`: a receiver refuses any other before
     /// it stores a byte.
     public static func length(for secret: BundleHeader) -> UInt64 {
         let piece = Dispersal.pieceLength(dataLength: secret.ciphertextLength, k: secret.threshold)
-        return UInt64(bodyOffset) + SecretStream.sealedLength(plaintext: piece)
+        return UInt64(bodyOffset) + piece
     }
 
     struct Header: Equatable {
@@ -54,7 +55,8 @@ public enum ReleasedPiece {
         var hash: [UInt8] { Sodium.blake2b(key: "vault/v1/release", encoded()) }
     }
 
-    /// Writes this holder's piece of `secret`, re-sealed to `recipient`, into `output`.
+    /// Writes this holder's piece of `secret`, with its key share sealed to `recipient`, into
+    /// `output`.
     public static func release(
         _ secret: StoredSecret, to recipient: Peer, keystore: Keystore, identity: Identity, output: OutputFile,
         progress: ProgressMeter? = nil, random: some RandomSource = SecureRandom()
@@ -63,12 +65,11 @@ public enum ReleasedPiece {
         guard let to = header.index(of: recipient.card.agreementKey), to != header.holderIndex else {
             throw VaultError.notAHolder(label: recipient.label.value)
         }
-        let (keyShare, pieceKey) = try ShareBundle.openBox(secret.box, header: header, holder: identity)
+        let keyShare = try ShareBundle.openBox(secret.box, header: header, holder: identity)
         let pieceLength = Dispersal.pieceLength(dataLength: header.ciphertextLength, k: header.threshold)
         let oneTime = OneTimeKey(random: random)
         let releaseHeader = Header(secretID: header.secretID, from: header.holderIndex, to: to, sender: identity.card,
                                    recipientKey: recipient.card.agreementKey, oneTimeKey: oneTime.publicKey, pieceLength: pieceLength)
-        let newKey = random.secureBytes(32)
         let encoded = releaseHeader.encoded()
         var w = ByteWriter()
         w.raw(magic)
@@ -76,40 +77,37 @@ public enum ReleasedPiece {
         w.u32(UInt32(headerLength))
         w.raw(encoded)
         w.raw(identity.sign(signatureDomain + encoded))
-        w.raw(Box.seal([keyShare, newKey, SecureBytes(copying: releaseHeader.hash)], to: recipient.card.agreementKey,
+        w.raw(Box.seal([keyShare, SecureBytes(copying: releaseHeader.hash)], to: recipient.card.agreementKey,
                        secretKey: oneTime.secretKey, random: random))
         try w.bytes.withUnsafeBytes { try output.write($0) }
 
-        // Re-seal the stored piece under the new key, checking it against the commitment.
+        // Copy the stored piece, checking it against the commitment.
         let hasher = BundleHeader.commitmentHasher()
-        let sealer = try StreamSealer(key: newKey) { try output.write($0) }
-        let opener = StreamOpener(key: pieceKey) { piece in
-            hasher.update(piece)
-            try sealer.write(piece)
-        }
-        progress?.expect(SecretStream.sealedLength(plaintext: pieceLength))
-        try keystore.withSealedPiece(secret) { source in
-            var buffer = [UInt8](repeating: 0, count: SecretStream.sealedChunkLength)
+        progress?.expect(pieceLength)
+        var copied: UInt64 = 0
+        try keystore.withPiece(secret) { source in
+            var buffer = [UInt8](repeating: 0, count: SecretStream.chunkLength)
             while true {
                 let count = try buffer.withUnsafeMutableBytes { try source.read(into: $0) }
                 if count == 0 { break }
+                copied += UInt64(count)
                 progress?.advance(count)
-                try buffer.withUnsafeBytes { try opener.write(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+                try buffer.withUnsafeBytes { chunk in
+                    let part = UnsafeRawBufferPointer(rebasing: chunk[0..<count])
+                    hasher.update(part)
+                    try output.write(part)
+                }
             }
         }
-        try opener.finish()
-        try sealer.finish()
-        guard Sodium.equal(hasher.finish(), header.commitments[header.holderIndex - 1]) else {
+        guard copied == pieceLength, Sodium.equal(hasher.finish(), header.commitments[header.holderIndex - 1]) else {
             throw VaultError.keystoreCorrupt("the stored piece does not match its commitment")
         }
     }
 
-    /// A released piece file, parsed and opened: its key share and piece key, where its
-    /// sealed piece starts, and the sender's card once checked against a known one.
+    /// A released piece file, parsed and opened: its key share, where its piece starts, and the sender's card once checked against a known one.
     struct Opened {
         let header: Header
         let keyShare: SecureBytes
-        let pieceKey: SecureBytes
         let bodyOffset: Int
         /// The dealer's or a trusted peer's card, the one in the header, whose Ed25519 key
         /// signed it; nil when no known card has the header card's X25519 key.
@@ -179,8 +177,8 @@ public enum ReleasedPiece {
         guard header.sender.verify(signature: signature, of: signatureDomain + encoded) else {
             return .setAside(header, sender: nil, problem: "damaged: its sender's signature does not verify")
         }
-        guard let plain = Box.open(box, from: header.oneTimeKey, to: identity), plain.count == 96,
-              Sodium.equal(plain.slice(64..<96).withUnsafeBytes(Array.init), header.hash) else {
+        guard let plain = Box.open(box, from: header.oneTimeKey, to: identity), plain.count == ShareBundle.boxPlaintextLength,
+              Sodium.equal(plain.slice(32..<64).withUnsafeBytes(Array.init), header.hash) else {
             return .setAside(header, sender: nil, problem: "damaged: its sealed keys do not open")
         }
         // The signature proved the Ed25519 half. Holder 1 is the dealer, whose whole card the
@@ -191,7 +189,6 @@ public enum ReleasedPiece {
             return .setAside(header, sender: known,
                              problem: "forged: its sender card's signing key is not the one known for holder \(header.from)")
         }
-        return .opened(Opened(header: header, keyShare: plain.slice(0..<32), pieceKey: plain.slice(32..<64),
-                              bodyOffset: bodyOffset, sender: known))
+        return .opened(Opened(header: header, keyShare: plain.slice(0..<32), bodyOffset: bodyOffset, sender: known))
     }
 }

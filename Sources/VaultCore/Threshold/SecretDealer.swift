@@ -42,7 +42,7 @@ public struct ShareRequest {
 }
 
 /// Turns a secret into n share bundles: encrypt under a fresh data key, split the key with
-/// Shamir, disperse the ciphertext, seal one bundle to each holder.
+/// Shamir, disperse the ciphertext, seal each key share to its holder.
 public enum SecretDealer {
     /// Streams `content` through the layers into `outputs` (index order: the dealer's own
     /// first, then `request.holders`). Returns the dealer's header. The outputs are written
@@ -66,7 +66,6 @@ public enum SecretDealer {
         let secretID = random.bytes(16)
         let dataKey = random.secureBytes(32)
         let keyShares = Shamir.split(dataKey, threshold: k, count: n, random: random)
-        let pieceKeys = (0..<n).map { _ in random.secureBytes(32) }
         // One key pair per box, dropped when this returns (ShareBundle says why).
         let oneTimeKeys = (0..<n).map { _ in OneTimeKey(random: random) }
 
@@ -86,12 +85,12 @@ public enum SecretDealer {
                                           signer: dealer).count + ShareBundle.bodyPrefixLength
         for output in outputs { try [UInt8](repeating: 0, count: reserved).withUnsafeBytes { try output.write($0) } }
 
-        // ciphertext → dispersal → per piece, on other cores: commitment hash and sealed piece stream.
+        // ciphertext → dispersal → per piece, on other cores: commitment hash and the piece
+        // written as it is (ShareBundle says why it is not sealed again).
         let hashers = (0..<n).map { _ in BundleHeader.commitmentHasher() }
-        let pieceSealers = try (0..<n).map { j in try StreamSealer(key: pieceKeys[j]) { try outputs[j].write($0) } }
         let stage = PieceStage(n: n) { j, segment in
             hashers[j].update(segment)
-            try pieceSealers[j].write(segment)
+            try outputs[j].write(segment)
         }
         let encoder = Dispersal.Encoder(k: k, n: n, emit: stage.submit)
         var ciphertextLength: UInt64 = 0
@@ -128,7 +127,6 @@ public enum SecretDealer {
         try outer.finish()
         try encoder.finish()
         try stage.finish()
-        try pieceSealers.forEach { try $0.finish() }
 
         let commitments = hashers.map { $0.finish() }
         let possessionKeys = (0..<n).map { j in
@@ -138,7 +136,7 @@ public enum SecretDealer {
         for j in 0..<n {
             let final = header(index: j + 1, ciphertextLength: ciphertextLength, commitments: commitments, keys: possessionKeys)
             let prefix = ShareBundle.prefix(header: final, signer: dealer)
-            let box = ShareBundle.sealBox(keyShare: keyShares[j], pieceKey: pieceKeys[j], header: final, oneTime: oneTimeKeys[j], random: random)
+            let box = ShareBundle.sealBox(keyShare: keyShares[j], header: final, oneTime: oneTimeKeys[j], random: random)
             precondition(prefix.count + box.count == reserved)
             try outputs[j].write(prefix + box, at: 0)
             headers.append(final)

@@ -39,8 +39,7 @@ public enum SecretRecovery {
     ) throws -> RecoveredSecret {
         let header = secret.header
         let own = try ShareBundle.openBox(secret.box, header: header, holder: identity)
-        var candidates = [Candidate(index: header.holderIndex, keyShare: own.keyShare, pieceKey: own.pieceKey,
-                                    source: "your share", sender: nil, file: nil)]
+        var candidates = [Candidate(index: header.holderIndex, keyShare: own, source: "your share", sender: nil, file: nil)]
         var outcomes: [PieceOutcome] = []
         var claimed: Set<Int> = [header.holderIndex]
         let trusted = try keystore.peers().map(\.card)
@@ -54,8 +53,8 @@ public enum SecretRecovery {
             guard claimed.insert(from).inserted else { throw VaultError.duplicateIndex(from) }
             switch reading {
             case .opened(let opened):
-                candidates.append(Candidate(index: from, keyShare: opened.keyShare, pieceKey: opened.pieceKey,
-                                            source: path, sender: opened.sender, file: (path, opened.bodyOffset)))
+                candidates.append(Candidate(index: from, keyShare: opened.keyShare, source: path, sender: opened.sender,
+                                            file: (path, opened.bodyOffset)))
             case .setAside(_, let sender, let problem):
                 // One bad release costs its own piece only: recovery goes on with the others.
                 let outcome = PieceOutcome(source: path, index: from, sender: sender, problem: problem)
@@ -65,16 +64,15 @@ public enum SecretRecovery {
         }
 
         let pieceLength = Dispersal.pieceLength(dataLength: header.ciphertextLength, k: header.threshold)
-        let sealedLength = SecretStream.sealedLength(plaintext: pieceLength)
         var good: [Candidate] = []
         // The work: every candidate piece read once to verify it, then the ciphertext rebuilt.
-        progress?.expect(UInt64(candidates.count) * sealedLength + header.ciphertextLength)
+        progress?.expect(UInt64(candidates.count) * pieceLength + header.ciphertextLength)
         for candidate in candidates {
             let problem = try candidate.file == nil
-                ? keystore.withSealedPiece(secret) {
-                    try verify(candidate, header: header, sealedLength: sealedLength, source: MeteredSource($0, meter: progress))
+                ? keystore.withPiece(secret) {
+                    try verify(candidate, header: header, pieceLength: pieceLength, source: MeteredSource($0, meter: progress))
                 }
-                : verify(candidate, header: header, sealedLength: sealedLength,
+                : verify(candidate, header: header, pieceLength: pieceLength,
                          source: MeteredSource(try FileSource.skipping(candidate.file!.offset, of: candidate.file!.path), meter: progress))
             let outcome = PieceOutcome(source: candidate.source, index: candidate.index, sender: candidate.sender, problem: problem)
             verified(outcome)
@@ -102,10 +100,10 @@ public enum SecretRecovery {
         let payload = PayloadParser(expectedType: header.type.rawValue, metadataReady: metadataReady, content: content)
         let layer = PasswordLayerParser(payload: payload, expected: header.passwordProtected, password: password)
         let outer = StreamOpener(key: dataKey, emit: layer.write)
-        try keystore.withSealedPiece(secret) { ownSource in
+        try keystore.withPiece(secret) { ownSource in
             let readers = try chosen.map { candidate -> PieceReader in
                 let source: any ByteSource = try candidate.file.map { try FileSource.skipping($0.offset, of: $0.path) } ?? ownSource
-                return PieceReader(source: source, key: candidate.pieceKey, sealedLength: sealedLength)
+                return PieceReader(source: source, length: pieceLength)
             }
             let decoder = Dispersal.Decoder(xs: chosen.map { UInt8($0.index) })
             let layout = Dispersal.segments(dataLength: header.ciphertextLength, k: header.threshold)
@@ -152,11 +150,10 @@ public enum SecretRecovery {
         case .opened(let piece): opened = piece
         case .setAside(_, _, let problem): return problem
         }
-        let candidate = Candidate(index: opened.header.from, keyShare: opened.keyShare, pieceKey: opened.pieceKey,
-                                  source: path, sender: opened.sender, file: (path, opened.bodyOffset))
-        let sealedLength = SecretStream.sealedLength(plaintext: Dispersal.pieceLength(dataLength: header.ciphertextLength,
-                                                                                     k: header.threshold))
-        return try verify(candidate, header: header, sealedLength: sealedLength,
+        let candidate = Candidate(index: opened.header.from, keyShare: opened.keyShare, source: path, sender: opened.sender,
+                                  file: (path, opened.bodyOffset))
+        return try verify(candidate, header: header,
+                          pieceLength: Dispersal.pieceLength(dataLength: header.ciphertextLength, k: header.threshold),
                           source: FileSource.skipping(opened.bodyOffset, of: path))
     }
 
@@ -167,25 +164,22 @@ public enum SecretRecovery {
     private struct Candidate {
         let index: Int
         let keyShare: SecureBytes
-        let pieceKey: SecureBytes
         let source: String
         let sender: KeyCard?
         let file: (path: String, offset: Int)?
     }
 
     /// Nil if the piece matches its commitment and the key share its proof key.
-    private static func verify(_ candidate: Candidate, header: BundleHeader, sealedLength: UInt64,
+    private static func verify(_ candidate: Candidate, header: BundleHeader, pieceLength: UInt64,
                                source: any ByteSource) throws -> String? {
         let hasher = BundleHeader.commitmentHasher()
-        let reader = PieceReader(source: source, key: candidate.pieceKey, sealedLength: sealedLength, observe: hasher.update)
+        let reader = PieceReader(source: source, length: pieceLength, observe: hasher.update)
         do {
             try reader.drain()
         } catch VaultError.truncated {
             return "damaged: it is truncated"
         } catch VaultError.malformed(_, let detail) {
             return "damaged: \(detail)"
-        } catch {
-            return "damaged: it does not decrypt"
         }
         let commitment = header.commitments[candidate.index - 1]
         guard Sodium.equal(hasher.finish(), commitment) else {
@@ -213,78 +207,38 @@ public enum SecretRecovery {
     }
 }
 
-/// Reads a sealed piece stream of known length and hands out its plaintext on demand.
+/// Reads a piece of known length and hands it out on demand, segment by segment.
 final class PieceReader {
     private var source: any ByteSource
     private var left: UInt64
-    private var pending: [UInt8] = []
-    /// Bytes of `pending` already handed out; dropped only when all are, so reading a
-    /// segment never shifts the rest of the buffer.
-    private var consumed = 0
-    private var opener: StreamOpener!
     private let observe: ((UnsafeRawBufferPointer) -> Void)?
-    private var buffer = [UInt8](repeating: 0, count: SecretStream.sealedChunkLength)
 
-    init(source: any ByteSource, key: SecureBytes, sealedLength: UInt64, observe: ((UnsafeRawBufferPointer) -> Void)? = nil) {
+    init(source: any ByteSource, length: UInt64, observe: ((UnsafeRawBufferPointer) -> Void)? = nil) {
         self.source = source
-        self.left = sealedLength
+        self.left = length
         self.observe = observe
-        opener = StreamOpener(key: key) { [unowned self] plain in
-            self.observe?(plain)
-            if self.consumed == self.pending.count {
-                self.pending.removeAll(keepingCapacity: true)
-                self.consumed = 0
-            }
-            self.pending += plain
-        }
     }
 
-    /// The next `count` plaintext bytes.
+    /// The next `count` bytes.
     func read(_ count: Int) throws -> [UInt8] {
-        while pending.count - consumed < count {
-            guard try pull() else { throw VaultError.truncated(what: "a piece") }
-        }
-        defer { consumed += count }
-        return Array(pending[consumed..<consumed + count])
+        guard UInt64(count) <= left else { throw VaultError.malformed(what: "a piece", detail: "it is shorter than its stripes") }
+        let bytes = try source.readFully(count)
+        guard bytes.count == count else { throw VaultError.truncated(what: "a piece") }
+        left -= UInt64(count)
+        bytes.withUnsafeBytes { observe?($0) }
+        return bytes
     }
 
-    /// Reads to the end, checking the stream's integrity and that nothing follows it.
+    /// Reads to the end, and checks that nothing follows.
     func drain() throws {
-        while try pull() { consumed = pending.count }
-        consumed = pending.count
+        while left > 0 { _ = try read(Int(min(left, UInt64(SecretStream.chunkLength)))) }
         try finish()
     }
 
-    /// Checks that the stream ended where its length says.
+    /// Checks that the piece ended where its length says.
     func finish() throws {
-        while try pull() {}
-        guard consumed == pending.count else { throw VaultError.malformed(what: "a piece", detail: "it is longer than its header says") }
+        guard left == 0 else { throw VaultError.malformed(what: "a piece", detail: "it is longer than its stripes") }
         guard try source.readFully(1).isEmpty else { throw VaultError.malformed(what: "a piece", detail: "bytes follow it") }
-    }
-
-    private var finished = false
-
-    private func pull() throws -> Bool {
-        guard !finished else { return false }
-        if left == 0 {
-            do { try opener.finish() } catch let failure as SecretStream.Failure { throw failure.error("it", in: "a piece") }
-            finished = true
-            return true
-        }
-        let want = Int(min(left, UInt64(buffer.count)))
-        var got = 0
-        while got < want {
-            let count = try buffer.withUnsafeMutableBytes { try source.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[got..<want])) }
-            guard count > 0 else { throw VaultError.truncated(what: "a piece") }
-            got += count
-        }
-        left -= UInt64(got)
-        do {
-            try buffer.withUnsafeBytes { try opener.write(UnsafeRawBufferPointer(rebasing: $0[0..<got])) }
-        } catch let failure as SecretStream.Failure {
-            throw failure.error("it", in: "a piece")
-        }
-        return true
     }
 }
 

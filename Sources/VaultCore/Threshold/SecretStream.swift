@@ -40,12 +40,6 @@ enum SecretStream {
         /// A chunk carried PUSH or REKEY, which vault never writes.
         case unexpectedTag
 
-        /// As a ``VaultError`` about `what` ("its piece", "the ciphertext"): a forged chunk
-        /// reads "does not decrypt", the others say in words what is wrong with the framing.
-        func error(_ what: String, in container: String) -> VaultError {
-            .malformed(what: container, detail: "\(what) \(self == .forged ? "does not decrypt" : description)")
-        }
-
         /// In words, to follow "the stream" or a name for it.
         var description: String {
             switch self {

@@ -218,12 +218,14 @@ public struct BundleHeader: Equatable, Sendable {
 /// A share bundle's layout, as a file or a keystore row:
 ///
 ///     "VLTB" ‖ version 0x02 ‖ header length (4) ‖ header ‖ signature (64)   — the prefix
-///     ‖ nonce (24) ‖ box (112) ‖ sealed piece stream                          — the body
+///     ‖ nonce (24) ‖ box (80) ‖ piece                                         — the body
 ///
-/// The box is `crypto_box` to the holder over key share (32) ‖ piece key (32) ‖
-/// BLAKE2b(header) (32): the last part binds the box to this header, so a body cannot be
-/// moved under another bundle's header. The piece stream is a ``SecretStream`` under the
-/// piece key.
+/// The box is `crypto_box` to the holder over key share (32) ‖ BLAKE2b(header) (32): the
+/// last part binds the box to this header, so a body cannot be moved under another
+/// bundle's header. The piece is stored as the dispersal made it: it is a fragment of
+/// ciphertext that is already authenticated-encrypted under the data key, and the signed
+/// commitment binds it, so sealing it again would protect nothing and cost a cipher pass
+/// over n/k of the payload.
 ///
 /// The box is sealed with a one-time X25519 key whose public half is in the signed header
 /// (``BundleHeader/senderKey``), as age does, not with the dealer's long-term key. With
@@ -237,7 +239,7 @@ enum ShareBundle {
     static let magic: [UInt8] = Array("VLTB".utf8)
     static let version: UInt8 = 2
     static let signatureDomain = Array("vault/v2/bundle-header".utf8)
-    static let boxPlaintextLength = 96
+    static let boxPlaintextLength = 64
     static let boxLength = boxPlaintextLength + Int(crypto_box_MACBYTES)
     static let bodyPrefixLength = Int(crypto_box_NONCEBYTES) + boxLength
 
@@ -278,7 +280,7 @@ enum ShareBundle {
     /// The whole bundle's length for a header.
     static func length(prefixLength: Int, header: BundleHeader) -> UInt64 {
         let piece = Dispersal.pieceLength(dataLength: header.ciphertextLength, k: header.threshold)
-        return UInt64(prefixLength + bodyPrefixLength) + SecretStream.sealedLength(plaintext: piece)
+        return UInt64(prefixLength + bodyPrefixLength) + piece
     }
 
     static func headerHash(_ header: BundleHeader) -> [UInt8] {
@@ -287,16 +289,15 @@ enum ShareBundle {
 
     /// The box for holder `header.holderIndex`, sealed with `oneTime`, the key pair whose
     /// public half is `header.senderKey`.
-    static func sealBox(keyShare: SecureBytes, pieceKey: SecureBytes, header: BundleHeader, oneTime: OneTimeKey,
+    static func sealBox(keyShare: SecureBytes, header: BundleHeader, oneTime: OneTimeKey,
                         random: some RandomSource) -> [UInt8] {
         precondition(oneTime.publicKey == header.senderKey)
-        return Box.seal([keyShare, pieceKey, SecureBytes(copying: headerHash(header))], to: header.holderKey,
+        return Box.seal([keyShare, SecureBytes(copying: headerHash(header))], to: header.holderKey,
                         secretKey: oneTime.secretKey, random: random)
     }
 
-    /// Opens the box: the key share and the piece key, once the header hash inside matches.
-    static func openBox(_ body: [UInt8], header: BundleHeader, holder: Identity) throws(VaultError)
-        -> (keyShare: SecureBytes, pieceKey: SecureBytes) {
+    /// Opens the box: the key share, once the header hash inside matches.
+    static func openBox(_ body: [UInt8], header: BundleHeader, holder: Identity) throws(VaultError) -> SecureBytes {
         // The header names the holder key in the clear: only a box addressed elsewhere is
         // "another identity"; one addressed here that fails its MAC was altered.
         guard Sodium.equal(header.holderKey, holder.card.agreementKey) else {
@@ -305,11 +306,11 @@ enum ShareBundle {
         guard let plain = Box.open(body, from: header.senderKey, to: holder), plain.count == boxPlaintextLength else {
             throw .damaged(what: "the share bundle", detail: "its sealed keys do not open")
         }
-        let bound = plain.slice(64..<96).withUnsafeBytes(Array.init)
+        let bound = plain.slice(32..<64).withUnsafeBytes(Array.init)
         guard Sodium.equal(bound, headerHash(header)) else {
             throw .malformed(what: "the share bundle", detail: "its sealed keys belong to another header")
         }
-        return (plain.slice(0..<32), plain.slice(32..<64))
+        return plain.slice(0..<32)
     }
 }
 

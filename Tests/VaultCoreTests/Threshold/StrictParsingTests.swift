@@ -55,7 +55,7 @@ final class CraftedDeal {
     /// states `ciphertextLength` (so the last stripe's padding is the test's choice).
     /// Returns the three bundle files.
     func deal(type: SecretType = .note, passwordFlag: Bool = false, dataKey: SecureBytes, dispersed: [UInt8],
-              ciphertextLength: UInt64, sealPiece: (SecureBytes, [UInt8]) throws -> [UInt8] = { try CraftedDeal.sealed($1, key: $0) }) throws -> [String] {
+              ciphertextLength: UInt64) throws -> [String] {
         let k = 2, n = 3, random = SecureRandom()
         let secretID = random.bytes(16)
         let keyShares = Shamir.split(dataKey, threshold: k, count: n, random: random)
@@ -82,10 +82,9 @@ final class CraftedDeal {
                 passwordProtected: passwordFlag,
                 replaces: nil, keyID: type == .key ? secretID : nil, labels: nil, commitments: commitments,
                 possessionKeys: possessionKeys, holderTags: cards.map { BundleHeader.holderTag(secretID: secretID, agreementKey: $0.agreementKey) })
-            let pieceKey = random.secureBytes(32)
             let bundle = ShareBundle.prefix(header: header, signer: identities[0])
-                + ShareBundle.sealBox(keyShare: keyShares[j], pieceKey: pieceKey, header: header, oneTime: oneTime, random: random)
-                + (try sealPiece(pieceKey, pieces[j]))
+                + ShareBundle.sealBox(keyShare: keyShares[j], header: header, oneTime: oneTime, random: random)
+                + pieces[j]
             return try temporary.write("crafted-\(UUID().uuidString)-\(j + 1).vshare", bundle)
         }
     }
@@ -154,22 +153,21 @@ final class CraftedDeal {
         }
     }
 
-    /// Finding 16: a piece stream with FINAL on its first chunk of two is refused in words,
-    /// not as "keystore error: trailingData".
+    /// Finding 16: a ciphertext stream with FINAL on its first chunk of two is refused in
+    /// words, not as "keystore error: trailingData". (Pieces are no longer streams of their
+    /// own since format version 2: the ciphertext is the one stream.)
     @Test func anEarlyFinalChunkIsReportedInWords() throws {
         let deal = try CraftedDeal()
         let dataKey = SecureRandom().secureBytes(32)
-        // Over 2 × 64 KiB of ciphertext, so each piece spans two stream chunks.
-        let ciphertext = try CraftedDeal.sealed([0x00, 0x01, 0x00, 0x00] + Array(repeating: 0x41, count: 140_000), key: dataKey)
-        let bundles = try deal.deal(dataKey: dataKey, dispersed: ciphertext, ciphertextLength: UInt64(ciphertext.count)) { key, piece in
-            CraftedDeal.sealed(chunks: [(Array(piece[0..<65536]), Int32(crypto_secretstream_xchacha20poly1305_TAG_FINAL)),
-                                        (Array(piece[65536...]), Int32(crypto_secretstream_xchacha20poly1305_TAG_FINAL))], key: key)
-        }
+        let plain = [0x00, 0x01, 0x00, 0x00] + Array(repeating: 0x41, count: 140_000) as [UInt8]
+        let final = Int32(crypto_secretstream_xchacha20poly1305_TAG_FINAL)
+        let ciphertext = CraftedDeal.sealed(chunks: [(Array(plain[0..<65536]), final), (Array(plain[65536...]), final)], key: dataKey)
+        let bundles = try deal.deal(dataKey: dataKey, dispersed: ciphertext, ciphertextLength: UInt64(ciphertext.count))
         do {
-            try deal.keystores[1].importBundles([bundles[1]], identity: deal.identities[1])
-            Issue.record("a piece with an early FINAL chunk was imported")
+            _ = try deal.recover(bundles)
+            Issue.record("a ciphertext with an early FINAL chunk was recovered")
         } catch {
-            #expect(error.description == "the share bundle is malformed: its piece has data after its final chunk")
+            #expect(VaultError.words(for: error) == "the secret is corrupt: the ciphertext has data after its final chunk")
         }
     }
 
@@ -199,7 +197,7 @@ final class CraftedDeal {
                 w.u32(UInt32(ReleasedPiece.headerLength))
                 w.raw(header.encoded())
                 w.raw(deal.identities[0].sign(ReleasedPiece.signatureDomain + header.encoded()))
-                w.raw(Box.seal([opened.keyShare, opened.pieceKey, SecureBytes(copying: header.hash)], to: bob.card.agreementKey,
+                w.raw(Box.seal([opened.keyShare, SecureBytes(copying: header.hash)], to: bob.card.agreementKey,
                                secretKey: oneTime.secretKey, random: SecureRandom()))
                 w.raw(bytes[opened.bodyOffset...])
                 return try deal.temporary.write("masked.vpiece", w.bytes)

@@ -211,7 +211,7 @@ final class Fixture {
 
             // Share bundles.
             Case(name: "bundle truncated", user: bob, arguments: ["secrets", "import", "--yes", truncated], expect: "truncated"),
-            Case(name: "bundle piece altered", user: bob, arguments: ["secrets", "import", "--yes", pieceFlip], expect: "does not decrypt"),
+            Case(name: "bundle piece altered", user: bob, arguments: ["secrets", "import", "--yes", pieceFlip], expect: "does not match the dealer's commitment"),
             Case(name: "bundle header altered", user: bob, arguments: ["secrets", "import", "--yes", headerFlip], expect: "does not verify"),
             Case(name: "bundle too long", user: bob, arguments: ["secrets", "import", "--yes", longer], expect: "bytes follow the piece"),
             Case(name: "not a bundle", user: bob, arguments: ["secrets", "import", "--yes", text], expect: "not a vault share bundle"),

@@ -39,7 +39,7 @@ struct Bench: AsyncParsableCommand {
             let blake2b = Calibration.blake2bMBps(), dispersal = Calibration.dispersalMBps(k: threshold, n: count)
             let ceiling = Calibration.shareCeilingMBps(k: threshold, n: count, cores: cores, stream: stream, blake2b: blake2b,
                                                        dispersal: dispersal)
-            print(String(format: "one core: BLAKE2b %.0f MB/s, dispersal %.0f MB/s; share cannot beat %.0f MB/s on %d cores (1 + n/k stream passes, n/k BLAKE2b, the dispersal; pieces not written)",
+            print(String(format: "one core: BLAKE2b %.0f MB/s, dispersal %.0f MB/s; share cannot beat %.0f MB/s on %d cores (one stream pass, the dispersal, n/k BLAKE2b; pieces not written)",
                          blake2b, dispersal, ceiling, cores))
         }
 
