@@ -9,7 +9,8 @@ let path = NSTemporaryDirectory() + "/vault-fuzz-piece-\(getpid())"
 let holder = Identity.generate(label: try! Label("fuzz"), random: SeededRandom()).0
 let secret = BundleHeader(
     secretID: Array(repeating: 7, count: 16), createdAt: 0, type: .note, description: "", threshold: 2, count: 3, holderIndex: 1,
-    ciphertextLength: 100, dealer: holder.card, holderKey: holder.card.agreementKey, passwordProtected: false, replaces: nil,
+    ciphertextLength: 100, dealer: holder.card, holderKey: holder.card.agreementKey, senderKey: Array(repeating: 9, count: 32),
+    passwordProtected: false, replaces: nil,
     keyID: nil, labels: nil, commitments: Array(repeating: Array(repeating: 0, count: 32), count: 3),
     possessionKeys: Array(repeating: Array(repeating: 0, count: 32), count: 3),
     holderTags: (1...3).map { BundleHeader.holderTag(secretID: Array(repeating: 7, count: 16), agreementKey: Array(repeating: UInt8($0), count: 32)) })
