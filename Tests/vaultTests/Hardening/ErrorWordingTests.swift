@@ -67,6 +67,28 @@ import VaultTestSupport
         #expect(version.status == 0 && !version.stdout.isEmpty && version.stderr.isEmpty)
     }
 
+    /// Issue 19: every command that asks first takes `--yes` and says in its help what it
+    /// asks; these are the commands Docs/CLI.md lists under "Confirmations".
+    @Test func everyQuestionTakesYesAndIsDocumented() throws {
+        let dump = try VaultBinary(home: "/nonexistent").run("--experimental-dump-help")
+        struct Name: Decodable { let name: String }
+        struct Argument: Decodable { let names: [Name]? }
+        struct Command: Decodable { let commandName: String; let discussion: String?; let arguments: [Argument]?; let subcommands: [Command]? }
+        struct Dump: Decodable { let command: Command }
+        var asking: [String: String] = [:]
+        func walk(_ command: Command, _ path: [String]) {
+            if command.arguments?.contains(where: { $0.names?.contains { $0.name == "yes" } == true }) == true {
+                asking[path.joined(separator: " ")] = command.discussion ?? ""
+            }
+            command.subcommands?.forEach { walk($0, path + [$0.commandName]) }
+        }
+        walk(try JSONDecoder().decode(Dump.self, from: Data(dump.stdoutBytes)).command, [])
+        #expect(Set(asking.keys) == ["peer add", "peer remove", "scan", "secrets import", "secrets rm", "item rm", "item import"])
+        for (command, discussion) in asking {
+            #expect(discussion.lowercased().contains("asks") && discussion.contains("--yes"), "\(command): \(discussion)")
+        }
+    }
+
     /// The check itself: it finds what Swift prints for an error, and passes words.
     @Test func theCheckCatchesSwiftDescriptions() {
         let swift = [
