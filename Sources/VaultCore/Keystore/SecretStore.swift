@@ -35,7 +35,7 @@ public struct StoredSecret: Sendable {
 }
 
 extension Keystore {
-    /// Piece streams are stored as consecutive rows of this many bytes.
+    /// Pieces are stored as consecutive rows of this many bytes.
     static let pieceRowLength = 1 << 20
 
     /// The headers of share bundles, each checked as far as its header allows (the dealer's

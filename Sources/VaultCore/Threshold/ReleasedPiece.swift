@@ -3,6 +3,7 @@ import Foundation
 /// A holder's piece and key share, released to one other holder of the same secret:
 ///
 ///     "VLTP" ‖ version 0x02 ‖ header length (4) ‖ header ‖ signature (64) ‖ nonce (24) ‖ box (80) ‖ piece
+///     ‖ piece signature (64)
 ///     header = secret id (16) ‖ from index (1) ‖ to index (1) ‖ sender card (65)
 ///              ‖ recipient X25519 key (32) ‖ one-time X25519 key (32) ‖ piece length (8)
 ///
@@ -13,14 +14,21 @@ import Foundation
 /// fragment of authenticated ciphertext, see ``ShareBundle``); it and the key share are
 /// checked by the recipient against the dealer's signed header.
 ///
-/// The signature proves the sender card's Ed25519 half. The recipient also checks the card
-/// against one it already knows for that holder (the dealer's, or a trusted peer's), and
-/// names the sender only by such a card: otherwise a holder could hide behind a made-up one.
+/// The signatures prove the sender card's Ed25519 half, and nothing else of it: the card's
+/// X25519 key is a claim. So the recipient names a sender only by a known card (the
+/// dealer's, or a trusted peer's) with the same signing key, and only when that card's
+/// X25519 key is the claimed one; a known signer that claims another holder's key is named
+/// as the forger, never the holder it claims to be.
+///
+/// The piece signature covers BLAKE2b(header) and the piece's commitment hash, computed as
+/// it was sent: a piece altered on the way is "damaged" and names nobody, while a piece its
+/// signer signed and that does not match the dealer's commitment is "forged" by that signer.
 public enum ReleasedPiece {
     static let magic: [UInt8] = Array("VLTP".utf8)
     static let version: UInt8 = 2
     static let headerLength = 16 + 1 + 1 + KeyCard.encodedLength + 32 + 32 + 8
     static let signatureDomain = Array("vault/v2/release".utf8)
+    static let pieceSignatureDomain = Array("vault/v2/release-piece".utf8)
     /// Everything before the piece.
     static let bodyOffset = 9 + headerLength + 64 + ShareBundle.bodyPrefixLength
 
@@ -28,7 +36,13 @@ public enum ReleasedPiece {
     /// it stores a byte.
     public static func length(for secret: BundleHeader) -> UInt64 {
         let piece = Dispersal.pieceLength(dataLength: secret.ciphertextLength, k: secret.threshold)
-        return UInt64(bodyOffset) + piece
+        return UInt64(bodyOffset) + piece + 64
+    }
+
+    /// What the piece signature signs: the release header's hash and the piece's
+    /// commitment-keyed BLAKE2b, as sent.
+    static func pieceSignatureMessage(_ header: Header, pieceHash: [UInt8]) -> [UInt8] {
+        pieceSignatureDomain + header.hash + pieceHash
     }
 
     struct Header: Equatable {
@@ -99,9 +113,11 @@ public enum ReleasedPiece {
                 }
             }
         }
-        guard copied == pieceLength, Sodium.equal(hasher.finish(), header.commitments[header.holderIndex - 1]) else {
+        let pieceHash = hasher.finish()
+        guard copied == pieceLength, Sodium.equal(pieceHash, header.commitments[header.holderIndex - 1]) else {
             throw VaultError.keystoreCorrupt("the stored piece does not match its commitment")
         }
+        try identity.sign(pieceSignatureMessage(releaseHeader, pieceHash: pieceHash)).withUnsafeBytes { try output.write($0) }
     }
 
     /// A released piece file, parsed and opened: its key share, where its piece starts, and the sender's card once checked against a known one.
@@ -109,8 +125,8 @@ public enum ReleasedPiece {
         let header: Header
         let keyShare: SecureBytes
         let bodyOffset: Int
-        /// The dealer's or a trusted peer's card, the one in the header, whose Ed25519 key
-        /// signed it; nil when no known card has the header card's X25519 key.
+        /// The dealer's or a trusted peer's card, equal to the one in the header, whose
+        /// Ed25519 key signed it; nil when no known card has that signing key.
         let sender: KeyCard?
     }
 
@@ -181,14 +197,23 @@ public enum ReleasedPiece {
               Sodium.equal(plain.slice(32..<64).withUnsafeBytes(Array.init), header.hash) else {
             return .setAside(header, sender: nil, problem: "damaged: its sealed keys do not open")
         }
-        // The signature proved the Ed25519 half. Holder 1 is the dealer, whose whole card the
-        // dealer signed; any other holder's card is known only if it is a trusted peer.
-        let known = header.from == 1 ? secret.dealer
-            : trusted.first { Sodium.equal($0.agreementKey, header.sender.agreementKey) }
-        if let known, known != header.sender {
-            return .setAside(header, sender: known,
-                             problem: "forged: its sender card's signing key is not the one known for holder \(header.from)")
+        // The signature proved the Ed25519 half only. Known cards: the dealer's (signed in the
+        // bundle header) and the trusted peers'.
+        let known = [secret.dealer] + trusted
+        let signer = known.first { Sodium.equal($0.signingKey, header.sender.signingKey) }
+        if let signer {
+            guard signer == header.sender else {
+                // A known signer claiming another holder's key: it is the one to name.
+                return .setAside(header, sender: signer,
+                                 problem: "forged: its signer claims holder \(header.from)'s key, which is not its own")
+            }
+            return .opened(Opened(header: header, keyShare: plain.slice(0..<32), bodyOffset: bodyOffset, sender: signer))
         }
-        return .opened(Opened(header: header, keyShare: plain.slice(0..<32), bodyOffset: bodyOffset, sender: known))
+        if known.contains(where: { Sodium.equal($0.agreementKey, header.sender.agreementKey) }) {
+            // An unknown key signing as a known holder: nobody proven to name.
+            return .setAside(header, sender: nil,
+                             problem: "forged: it is signed by a key not known for holder \(header.from)")
+        }
+        return .opened(Opened(header: header, keyShare: plain.slice(0..<32), bodyOffset: bodyOffset, sender: nil))
     }
 }

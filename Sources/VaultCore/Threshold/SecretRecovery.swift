@@ -9,8 +9,9 @@ public struct PieceOutcome: Sendable {
     /// The holder who released it, by the card known for the key that signed it (the
     /// dealer's or a trusted peer's); nil for your own share and for a sender not known.
     public let sender: KeyCard?
-    /// Nil if it verified; otherwise why it was set aside, starting "forged:" when it
-    /// decrypts but contradicts the dealer's signed header, "damaged:" when it does not.
+    /// Nil if it verified; otherwise why it was set aside, starting "forged:" when its
+    /// signer's own release contradicts the dealer's signed header, "damaged:" when it was
+    /// altered or cut on the way (nobody is blamed for that).
     public let problem: String?
 }
 
@@ -39,7 +40,7 @@ public enum SecretRecovery {
     ) throws -> RecoveredSecret {
         let header = secret.header
         let own = try ShareBundle.openBox(secret.box, header: header, holder: identity)
-        var candidates = [Candidate(index: header.holderIndex, keyShare: own, source: "your share", sender: nil, file: nil)]
+        var candidates = [Candidate(index: header.holderIndex, keyShare: own, source: "your share", sender: nil, file: nil, release: nil)]
         var outcomes: [PieceOutcome] = []
         var claimed: Set<Int> = [header.holderIndex]
         let trusted = try keystore.peers().map(\.card)
@@ -54,7 +55,7 @@ public enum SecretRecovery {
             switch reading {
             case .opened(let opened):
                 candidates.append(Candidate(index: from, keyShare: opened.keyShare, source: path, sender: opened.sender,
-                                            file: (path, opened.bodyOffset)))
+                                            file: (path, opened.bodyOffset), release: opened.header))
             case .setAside(_, let sender, let problem):
                 // One bad release costs its own piece only: recovery goes on with the others.
                 let outcome = PieceOutcome(source: path, index: from, sender: sender, problem: problem)
@@ -103,7 +104,7 @@ public enum SecretRecovery {
         try keystore.withPiece(secret) { ownSource in
             let readers = try chosen.map { candidate -> PieceReader in
                 let source: any ByteSource = try candidate.file.map { try FileSource.skipping($0.offset, of: $0.path) } ?? ownSource
-                return PieceReader(source: source, length: pieceLength)
+                return PieceReader(source: source, length: pieceLength, trailer: candidate.release == nil ? 0 : 64)
             }
             let decoder = Dispersal.Decoder(xs: chosen.map { UInt8($0.index) })
             let layout = Dispersal.segments(dataLength: header.ciphertextLength, k: header.threshold)
@@ -151,7 +152,7 @@ public enum SecretRecovery {
         case .setAside(_, _, let problem): return problem
         }
         let candidate = Candidate(index: opened.header.from, keyShare: opened.keyShare, source: path, sender: opened.sender,
-                                  file: (path, opened.bodyOffset))
+                                  file: (path, opened.bodyOffset), release: opened.header)
         return try verify(candidate, header: header,
                           pieceLength: Dispersal.pieceLength(dataLength: header.ciphertextLength, k: header.threshold),
                           source: FileSource.skipping(opened.bodyOffset, of: path))
@@ -167,22 +168,32 @@ public enum SecretRecovery {
         let source: String
         let sender: KeyCard?
         let file: (path: String, offset: Int)?
+        /// For a released piece: its header, whose sender signed the piece as sent.
+        let release: ReleasedPiece.Header?
     }
 
     /// Nil if the piece matches its commitment and the key share its proof key.
     private static func verify(_ candidate: Candidate, header: BundleHeader, pieceLength: UInt64,
                                source: any ByteSource) throws -> String? {
         let hasher = BundleHeader.commitmentHasher()
-        let reader = PieceReader(source: source, length: pieceLength, observe: hasher.update)
+        let reader = PieceReader(source: source, length: pieceLength, trailer: candidate.release == nil ? 0 : 64, observe: hasher.update)
+        let trailer: [UInt8]
         do {
-            try reader.drain()
+            trailer = try reader.drain()
         } catch VaultError.truncated {
             return "damaged: it is truncated"
         } catch VaultError.malformed(_, let detail) {
             return "damaged: \(detail)"
         }
+        let pieceHash = hasher.finish()
+        // A release's piece counts against its sender only if the sender signed it as it
+        // arrived: bytes altered on the way are damage, and name nobody.
+        if let release = candidate.release,
+           !release.sender.verify(signature: trailer, of: ReleasedPiece.pieceSignatureMessage(release, pieceHash: pieceHash)) {
+            return "damaged: its piece was altered after its sender signed it"
+        }
         let commitment = header.commitments[candidate.index - 1]
-        guard Sodium.equal(hasher.finish(), commitment) else {
+        guard Sodium.equal(pieceHash, commitment) else {
             return "forged: it does not match the dealer's commitment"
         }
         let key = BundleHeader.possessionKeyPair(secretID: header.secretID, index: candidate.index,
@@ -211,11 +222,14 @@ public enum SecretRecovery {
 final class PieceReader {
     private var source: any ByteSource
     private var left: UInt64
+    private let trailer: Int
     private let observe: ((UnsafeRawBufferPointer) -> Void)?
 
-    init(source: any ByteSource, length: UInt64, observe: ((UnsafeRawBufferPointer) -> Void)? = nil) {
+    /// `trailer` bytes follow the piece (a release's piece signature), and then nothing.
+    init(source: any ByteSource, length: UInt64, trailer: Int = 0, observe: ((UnsafeRawBufferPointer) -> Void)? = nil) {
         self.source = source
         self.left = length
+        self.trailer = trailer
         self.observe = observe
     }
 
@@ -229,16 +243,22 @@ final class PieceReader {
         return bytes
     }
 
-    /// Reads to the end, and checks that nothing follows.
-    func drain() throws {
+    /// Reads to the end, and checks that nothing follows the trailer; returns the trailer.
+    @discardableResult
+    func drain() throws -> [UInt8] {
         while left > 0 { _ = try read(Int(min(left, UInt64(SecretStream.chunkLength)))) }
-        try finish()
+        return try finish()
     }
 
-    /// Checks that the piece ended where its length says.
-    func finish() throws {
+    /// Checks that the piece ended where its length says and that only its trailer
+    /// follows; returns the trailer.
+    @discardableResult
+    func finish() throws -> [UInt8] {
         guard left == 0 else { throw VaultError.malformed(what: "a piece", detail: "it is longer than its stripes") }
+        let bytes = try source.readFully(trailer)
+        guard bytes.count == trailer else { throw VaultError.truncated(what: "a piece") }
         guard try source.readFully(1).isEmpty else { throw VaultError.malformed(what: "a piece", detail: "bytes follow it") }
+        return bytes
     }
 }
 

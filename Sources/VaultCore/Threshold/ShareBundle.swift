@@ -364,7 +364,7 @@ public struct IncomingBundle {
 
     /// Takes the next bytes of the bundle. Returns nil while the prefix is incomplete, then
     /// the header, the bundle's whole length by that header, and every byte taken so far.
-    /// At most one prefix (at most 9 + 90954 + 64 bytes) is held in memory.
+    /// At most one prefix (at most 9 + 90986 + 64 bytes) is held in memory.
     public mutating func take(_ chunk: UnsafeRawBufferPointer) throws(VaultError) -> (header: BundleHeader, length: UInt64, bytes: [UInt8])? {
         bytes += chunk
         guard bytes.count >= 9 else { return nil }

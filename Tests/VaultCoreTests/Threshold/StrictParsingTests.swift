@@ -171,21 +171,23 @@ final class CraftedDeal {
         }
     }
 
-    /// Finding 14: carol releases her piece under a card with her X25519 key and alice's
-    /// Ed25519 key, signed with that Ed25519 key. The signature proves only the Ed25519 half;
-    /// the whole card is checked against the one bob trusts for carol's X25519 key, so the
-    /// piece is set aside and carol is named.
-    @Test func aSenderCardWithAnotherSigningKeyIsSetAsideAndTheTrueSenderNamed() throws {
+    /// Finding 14 (and the format v2 review): a release under a card with carol's X25519 key
+    /// and another Ed25519 key, signed with that Ed25519 key. The signature proves only the
+    /// Ed25519 half: a known signer (alice) is named as the forger, never carol, whose key
+    /// was only claimed; an unknown signer is named by nobody.
+    @Test(arguments: [true, false])
+    func aSenderCardWithAnotherSigningKeyNamesItsSignerNeverTheClaimedHolder(signerKnown: Bool) throws {
         let deal = try CraftedDeal()
         let bundles = try deal.deal(outer: Self.note)
         let carol = deal.identities[2], bob = deal.identities[1]
+        let signer = signerKnown ? deal.identities[0] : Identity.generate(label: try Label("mallory"), random: SecureRandom()).0
         var outcomes: [PieceOutcome] = []
         #expect(throws: VaultError.self) {
             _ = try deal.recover(bundles, release: { honest in
                 let stored = try deal.keystores[1].secrets()[0]
                 let opened = try ReleasedPiece.open(path: honest, secret: stored.header, identity: bob)
-                let masked = try KeyCard(encoded: [KeyCard.version] + carol.card.agreementKey + deal.identities[0].card.signingKey)
-                // Signed by the masked card's own signing key (alice's), so the signature holds.
+                let masked = try KeyCard(encoded: [KeyCard.version] + carol.card.agreementKey + signer.card.signingKey)
+                // Signed by the masked card's own signing key, so the signature holds.
                 let oneTime = OneTimeKey(random: SecureRandom())
                 let header = ReleasedPiece.Header(secretID: opened.header.secretID, from: opened.header.from, to: opened.header.to,
                                                   sender: masked, recipientKey: opened.header.recipientKey,
@@ -196,7 +198,7 @@ final class CraftedDeal {
                 w.u8(ReleasedPiece.version)
                 w.u32(UInt32(ReleasedPiece.headerLength))
                 w.raw(header.encoded())
-                w.raw(deal.identities[0].sign(ReleasedPiece.signatureDomain + header.encoded()))
+                w.raw(signer.sign(ReleasedPiece.signatureDomain + header.encoded()))
                 w.raw(Box.seal([opened.keyShare, SecureBytes(copying: header.hash)], to: bob.card.agreementKey,
                                secretKey: oneTime.secretKey, random: SecureRandom()))
                 w.raw(bytes[opened.bodyOffset...])
@@ -204,8 +206,13 @@ final class CraftedDeal {
             }, verified: { outcomes.append($0) })
         }
         let released = outcomes.first { $0.index == 3 }
-        #expect(released?.sender == carol.card)
-        #expect(released?.problem?.hasPrefix("forged: its sender card's signing key is not the one known for holder 3") == true)
+        if signerKnown {
+            #expect(released?.sender == signer.card)
+            #expect(released?.problem == "forged: its signer claims holder 3's key, which is not its own")
+        } else {
+            #expect(released != nil && released?.sender == nil)
+            #expect(released?.problem == "forged: it is signed by a key not known for holder 3")
+        }
     }
 
     /// Finding 13: a signed header whose label is not in NFC (e + U+0301, U+212B) is refused

@@ -152,8 +152,8 @@ func ask(_ channel: SecureChannel, _ request: PieceRequest) async throws -> (Pee
 }
 
 @Suite struct LyingHolderTests {
-    /// Holder `liar` answers every request with its real release, altered and re-sealed
-    /// under the same keys: valid on the wire, wrong against the dealer's commitment.
+    /// Holder `liar` answers every request with its real release, its piece altered and
+    /// signed as altered: valid on the wire, wrong against the dealer's commitment.
     func withLyingServer(_ holders: Holders, liar: Int, _ body: (PeerAddress) async throws -> Void) async throws {
         let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .bind(host: "127.0.0.1", port: 0) { SecureChannel.configure($0) }
@@ -169,7 +169,7 @@ func ask(_ channel: SecureChannel, _ request: PieceRequest) async throws -> (Pee
                         let honest = try OutputFile(path: holders.temporary.file("honest-\(UUID().uuidString)"))
                         try ReleasedPiece.release(holders.secret(of: liar), to: holders.peer(holders.identities[index].label.value, at: liar),
                                                   keystore: holders.keystores[liar], identity: holders.identities[liar], output: honest)
-                        let forged = try forge(honest.path, recipient: index, holders)
+                        let forged = try forge(honest.path, recipient: index, liar: liar, holders)
                         var source = BytesSource(forged)
                         try await channel.send(.piece, length: UInt64(forged.count), from: &source)
                     }
@@ -180,10 +180,16 @@ func ask(_ channel: SecureChannel, _ request: PieceRequest) async throws -> (Pee
         try await body(try PeerAddress("127.0.0.1:\(port)"))
     }
 
-    func forge(_ path: String, recipient: Int, _ holders: Holders) throws -> [UInt8] {
+    func forge(_ path: String, recipient: Int, liar: Int, _ holders: Holders) throws -> [UInt8] {
         let opened = try ReleasedPiece.open(path: path, secret: holders.secret(of: recipient).header, identity: holders.identities[recipient])
         var forged = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
         forged[opened.bodyOffset] ^= 0xFF
+        // Signed as altered, as a lying holder would: the signature holds, the commitment not.
+        let end = forged.count - 64
+        let hasher = BundleHeader.commitmentHasher()
+        forged[opened.bodyOffset..<end].withUnsafeBytes { hasher.update($0) }
+        let signature = holders.identities[liar].sign(ReleasedPiece.pieceSignatureMessage(opened.header, pieceHash: hasher.finish()))
+        forged.replaceSubrange(end..., with: signature)
         return forged
     }
 

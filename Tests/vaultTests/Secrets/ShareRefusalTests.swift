@@ -121,14 +121,16 @@ import VaultTestSupport
         #expect(try alice.fails("recover", "nothing-like-it").contains("no secret matches"))
     }
 
-    /// A lying holder re-seals a damaged piece with valid keys. The piece is checked against
+    /// A lying holder signs a damaged piece with valid keys. The piece is checked against
     /// the dealer's commitment, reported as forged from that holder, and set aside; with
-    /// enough honest pieces recovery still succeeds.
+    /// enough honest pieces recovery still succeeds. The same piece altered on the way, and
+    /// not signed so, is damage: its sender is not blamed.
     @Test func lyingHolderIsCaughtAndRecoveryGoesOn() throws {
         let circle = try Circle(["alice", "bob", "carol", "dave"])
         let id = try circle.share(from: "alice", ["-", "--to", "bob,carol,dave", "-k", "2"])
         let honest = try circle.release(id, from: "carol", to: "alice")
-        let forged = try forge(circle.release(id, from: "bob", to: "alice"), recipient: circle["alice"], secret: id)
+        let released = try circle.release(id, from: "bob", to: "alice")
+        let forged = try forge(released, recipient: circle["alice"], liar: circle["bob"], secret: id)
         let result = try circle["alice"].vault.run(["recover", id, "--piece", forged, honest])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stderr.contains("vault: warning: piece 2 from 'bob'"))
@@ -137,16 +139,28 @@ import VaultTestSupport
         let alone = try circle["alice"].fails("recover", id, "--piece", forged)
         #expect(alone.contains("piece 2 from 'bob'") && alone.contains("forged"))
         #expect(alone.contains("vault: error: only 1 verified piece, 2 needed"))
+        var altered = [UInt8](try Data(contentsOf: URL(fileURLWithPath: released)))
+        altered[altered.count - 65] ^= 0x5A  // the piece's last byte, before its signature
+        let damaged = try circle["alice"].fails("recover", id, "--piece", circle.files.write("altered.vpiece", altered))
+        #expect(damaged.contains("piece 2 from 'bob'") && damaged.contains("set aside, damaged: its piece was altered after its sender signed it"),
+                "\(damaged)")
+        #expect(!damaged.contains("forged"))
     }
 
-    /// Rewrites a released piece as a lying sender would: same keys, altered piece bytes.
-    func forge(_ path: String, recipient: User, secret: String) throws -> String {
+    /// Rewrites a released piece as a lying sender would: same keys, altered piece bytes,
+    /// signed as altered.
+    func forge(_ path: String, recipient: User, liar: User, secret: String) throws -> String {
         let keystore = try Keystore.open(home: VaultHome(directory: recipient.vault.home))
         let identity = try keystore.unlock(passphrase: nil)
         let header = try keystore.secret(matching: secret).header
         let opened = try ReleasedPiece.open(path: path, secret: header, identity: identity)
         var forged = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
-        forged[opened.bodyOffset + (forged.count - opened.bodyOffset) / 2] ^= 0x5A
+        let end = forged.count - 64
+        forged[opened.bodyOffset + (end - opened.bodyOffset) / 2] ^= 0x5A
+        let signer = try Keystore.open(home: VaultHome(directory: liar.vault.home)).unlock(passphrase: nil)
+        let hasher = BundleHeader.commitmentHasher()
+        forged[opened.bodyOffset..<end].withUnsafeBytes { hasher.update($0) }
+        forged.replaceSubrange(end..., with: signer.sign(ReleasedPiece.pieceSignatureMessage(opened.header, pieceHash: hasher.finish())))
         return try circle.files.write("forged-\(UUID().uuidString).vpiece", forged)
     }
 }

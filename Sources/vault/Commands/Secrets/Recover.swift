@@ -57,7 +57,7 @@ struct Recover: AsyncParsableCommand {
         let peers = try keystore.peers()
         func holder(_ piece: PieceOutcome) -> String {
             guard let sender = piece.sender else {
-                // Only the dealer's or a trusted peer's card is named: the box proves the X25519 key alone.
+                // Only the dealer's or a trusted peer's card is named: the signature proves the Ed25519 key alone.
                 return piece.source == "your share" ? "your share" : "an unverified sender (\(piece.source))"
             }
             let label = peers.first { $0.card == sender }?.label.value ?? "unknown holder \(sender.fingerprint)"

@@ -6,7 +6,7 @@ import VaultNet
 struct SecretsRelease: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "release",
-        abstract: "Re-seal your piece of a secret for another of its holders (offline recovery).")
+        abstract: "Release your piece of a secret to another of its holders (offline recovery).")
 
     @OptionGroup var home: HomeOption
     @OptionGroup var keys: PassphraseOption
