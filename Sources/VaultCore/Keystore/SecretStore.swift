@@ -51,11 +51,16 @@ extension Keystore {
                 try read { db in try self.check(header, identity: identity, trusted: peers, db) }
                 return header
             } catch {
-                let error = VaultError.wrapping(error)
-                if case .fileSystem = error { throw error }
-                throw paths.count > 1 ? VaultError.inFile(path: path, error) : error
+                throw Self.refusal(VaultError.wrapping(error), of: path, among: paths.count)
             }
         }
+    }
+
+    /// A refused bundle's error: of several, named by its file (a file-system error names
+    /// it already).
+    private static func refusal(_ error: VaultError, of path: String, among count: Int) -> VaultError {
+        if case .fileSystem = error { return error }
+        return count > 1 ? .inFile(path: path, error) : error
     }
 
     /// Imports share bundles, all or none, after checking each one as far as a holder can
@@ -73,9 +78,8 @@ extension Keystore {
                 do {
                     var source = MeteredSource(file, meter: progress)
                     return try self.store(&source, identity: identity, role: .holder, name: nil, trusted: peers, db)
-                } catch let error as VaultError where paths.count > 1 {
-                    if case .fileSystem = error { throw error }
-                    throw VaultError.inFile(path: path, error)
+                } catch let error as VaultError {
+                    throw Self.refusal(error, of: path, among: paths.count)
                 }
             }
         }

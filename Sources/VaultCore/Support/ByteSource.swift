@@ -30,13 +30,13 @@ public final class FileSource: ByteSource {
     /// Opens `path` for reading.
     public init(path: String) throws(VaultError) {
         fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw .fileSystem(path: path, reason: String(cString: strerror(errno))) }
+        guard fd >= 0 else { throw .fileSystem(path: path, errno: errno) }
         owned = true
         self.path = path
         var info = stat()
         if fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFDIR {
             close(fd)
-            throw .fileSystem(path: path, reason: String(cString: strerror(EISDIR)))
+            throw .fileSystem(path: path, errno: EISDIR)
         }
         // A regular file is expected to stay as it was while it is read (files in /proc
         // claim 0 bytes and are read as streams).
@@ -83,7 +83,7 @@ public final class FileSource: ByteSource {
                 }
                 return count
             }
-            if errno != EINTR { throw VaultError.fileSystem(path: path, reason: String(cString: strerror(errno))) }
+            if errno != EINTR { throw VaultError.fileSystem(path: path, errno: errno) }
         }
     }
 }
@@ -162,7 +162,7 @@ public final class OutputFile {
         fd = open(temporaryPath ?? path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
         guard fd >= 0 else {
             if errno == EEXIST { throw .fileExists(path: path) }
-            throw .fileSystem(path: name, reason: String(cString: strerror(errno)))
+            throw .fileSystem(path: name, errno: errno)
         }
     }
 
@@ -185,7 +185,7 @@ public final class OutputFile {
         while offset < bytes.count {
             let count = Foundation.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
             if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { throw .fileSystem(path: name, reason: String(cString: strerror(errno))) }
+            guard count > 0 else { throw .fileSystem(path: name, errno: errno) }
             offset += count
         }
     }
@@ -193,26 +193,26 @@ public final class OutputFile {
     /// Writes bytes at an offset already written (a reserved prefix).
     func write(_ bytes: [UInt8], at position: UInt64) throws(VaultError) {
         let count = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress!, $0.count, off_t(position)) }
-        guard count == bytes.count else { throw .fileSystem(path: name, reason: String(cString: strerror(errno))) }
+        guard count == bytes.count else { throw .fileSystem(path: name, errno: errno) }
     }
 
     /// Flushes to disk, closes, and keeps the file.
     public func commit() throws(VaultError) {
-        guard fsync(fd) == 0 else { throw .fileSystem(path: name, reason: String(cString: strerror(errno))) }
+        guard fsync(fd) == 0 else { throw .fileSystem(path: name, errno: errno) }
         if unnamed {
             // Give the unnamed inode its name (or the temporary one, renamed over the old
             // file next). linkat refuses an existing name: O_EXCL's promise, kept to the end.
-            let name = temporaryPath ?? finalPath
-            guard linkat(AT_FDCWD, "/proc/self/fd/\(fd)", AT_FDCWD, name, AT_SYMLINK_FOLLOW) == 0 else {
+            let target = temporaryPath ?? finalPath
+            guard linkat(AT_FDCWD, "/proc/self/fd/\(fd)", AT_FDCWD, target, AT_SYMLINK_FOLLOW) == 0 else {
                 if errno == EEXIST { throw .fileExists(path: path) }
-                throw .fileSystem(path: name, reason: String(cString: strerror(errno)))
+                throw .fileSystem(path: name, errno: errno)
             }
             unnamed = false
         }
         close(fd)
         fd = -1
         if let temporaryPath, rename(temporaryPath, finalPath) != 0 {
-            throw .fileSystem(path: name, reason: String(cString: strerror(errno)))
+            throw .fileSystem(path: name, errno: errno)
         }
         committed = true
     }

@@ -31,7 +31,7 @@ public enum PieceGathering {
     }
 
     /// Asks every holder concurrently; returns the pieces received, as files in `directory`
-    /// (sealed to this identity) that are removed when released. Stops when every holder has
+    /// (their key shares sealed to this identity) that are removed when released. Stops when every holder has
     /// answered, when `enough` says the pieces received suffice (it is asked after each),
     /// or after `timeout` seconds (extended, while a holder waits for its person's consent,
     /// to the end of that wait).
@@ -47,7 +47,7 @@ public enum PieceGathering {
             for holder in holders {
                 group.addTask {
                     do {
-                        let file = try OutputFile(path: directory + "/" + VaultHome.transientFileName("vpiece"), shownAs: "the vault directory \(directory)")
+                        let file = try VaultHome(directory: directory).transientFile("vpiece")
                         try await PeerClient.requestPiece(of: secret, from: holder.peer, holderIndex: holder.index,
                                                           at: holder.address, identity: identity, into: file,
                                                           progress: holder.progress) { id, seconds in

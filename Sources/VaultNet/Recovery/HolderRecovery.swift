@@ -46,7 +46,7 @@ public struct HolderRecovery: Sendable {
     }
 
     /// Asks every reachable holder of `secret` at once; returns the pieces received, in
-    /// files sealed to this identity that disappear when released.
+    /// files (their key shares sealed to this identity) that disappear when released.
     public func gatherPieces(of secret: StoredSecret) async throws -> [OutputFile] {
         let header = secret.header
         let peers = try keystore.peers()

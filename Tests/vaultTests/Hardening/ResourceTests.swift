@@ -18,12 +18,19 @@ struct ResourceTests {
         return path
     }
 
-    @Test func outputsOnAFullDisk() throws {
-        let c = try Circle(["alice", "bob"])
-        let secret = Self.file(c.files, "secret", count: 300_000)
+    /// Alice shares `count` random bytes with bob, who releases his piece to her: the
+    /// secret's file, its id and the piece's file.
+    static func sharedWithAPiece(_ c: Circle, count: Int) throws -> (secret: String, id: String, piece: String) {
+        let secret = file(c.files, "secret", count: count)
         let id = try c.share(from: "alice", [secret, "--to", "bob", "-k", "2"])
         let piece = c.files.file("piece")
         try c["bob"].ok("secrets", "release", id, "--for", "alice", "-o", piece)
+        return (secret, id, piece)
+    }
+
+    @Test func outputsOnAFullDisk() throws {
+        let c = try Circle(["alice", "bob"])
+        let (secret, id, piece) = try Self.sharedWithAPiece(c, count: 300_000)
 
         let disk = try SmallDisk(kibibytes: 512)
         try disk.fill()
@@ -113,10 +120,7 @@ struct ResourceTests {
 
     @Test func aReadOnlyDiskAndMissingDirectories() throws {
         let c = try Circle(["alice", "bob"])
-        let secret = Self.file(c.files, "secret", count: 10_000)
-        let id = try c.share(from: "alice", [secret, "--to", "bob", "-k", "2"])
-        let piece = c.files.file("piece")
-        try c["bob"].ok("secrets", "release", id, "--for", "alice", "-o", piece)
+        let (secret, id, piece) = try Self.sharedWithAPiece(c, count: 10_000)
         let disk = try SmallDisk(kibibytes: 256, readOnly: true)
         let alice = c["alice"]
         alice.vault = alice.vault.inside(disk)
