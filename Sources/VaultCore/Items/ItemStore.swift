@@ -24,6 +24,9 @@ public struct StoredItem: Sendable {
 }
 
 extension Keystore {
+    /// Items are stored as consecutive rows of this many bytes.
+    static let itemRowLength = 1 << 20
+
     /// Encrypts `content` (with `metadata`) under `itemKey`, inside a password layer when
     /// `password` is given (the header must say so), and stores the item, streaming it in
     /// 64 KiB chunks into rows, all in one transaction: nothing of a failed add stays.
@@ -241,7 +244,7 @@ private final class ImportCheck {
     }
 }
 
-/// Collects a stream into `item_chunk` rows of ``Keystore/pieceRowLength`` bytes.
+/// Collects a stream into `item_chunk` rows of ``Keystore/itemRowLength`` bytes.
 /// The item row itself is inserted last, once its size is known: the transaction defers
 /// the foreign key check to its commit.
 private final class ItemRows {
@@ -255,13 +258,13 @@ private final class ItemRows {
         try db.execute(sql: "PRAGMA defer_foreign_keys = ON")
         self.db = db
         self.itemID = Data(itemID)
-        buffer.reserveCapacity(Keystore.pieceRowLength)
+        buffer.reserveCapacity(Keystore.itemRowLength)
     }
 
     func write(_ bytes: UnsafeRawBufferPointer) throws {
         buffer += bytes
         total += UInt64(bytes.count)
-        if buffer.count >= Keystore.pieceRowLength { try flush() }
+        if buffer.count >= Keystore.itemRowLength { try flush() }
     }
 
     func write(_ bytes: [UInt8]) throws { try bytes.withUnsafeBytes { try write($0) } }
@@ -272,5 +275,28 @@ private final class ItemRows {
         try db.execute(sql: "INSERT INTO item_chunk (item_id, seq, data) VALUES (?, ?, ?)", arguments: [itemID, sequence, Data(buffer)])
         sequence += 1
         buffer.removeAll(keepingCapacity: true)
+    }
+}
+
+/// An item stream stored as consecutive blob rows, read row by row.
+final class BlobRows: ByteSource {
+    private let cursor: RowCursor
+    private var current: [UInt8] = []
+    private var offset = 0
+
+    init(db: Database, sql: String, id: [UInt8]) throws {
+        cursor = try Row.fetchCursor(db, sql: sql, arguments: [Data(id)])
+    }
+
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        if offset == current.count {
+            guard let row = try cursor.next() else { return 0 }
+            current = [UInt8](row[0] as Data)
+            offset = 0
+        }
+        let count = min(buffer.count, current.count - offset)
+        current.withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress! + offset, byteCount: count) }
+        offset += count
+        return count
     }
 }

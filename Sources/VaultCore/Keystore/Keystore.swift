@@ -25,6 +25,7 @@ public final class Keystore: Sendable {
         let keystore = try Keystore(home: home, database: connect(home.keystorePath))
         try keystore.migrate()
         home.sweepTransientFiles()
+        keystore.sweepPieceFiles()
         return keystore
     }
 
@@ -188,7 +189,7 @@ public final class Keystore: Sendable {
     }
 
     private func migrate() throws(VaultError) {
-        let migrator = KeystoreSchema.migrator
+        let migrator = KeystoreSchema.migrator(pieces: piecesDirectory)
         try Self.storage(on: home.directory) {
             let (superseded, complete) = try database.read {
                 (try migrator.hasBeenSuperseded($0), try migrator.hasCompletedMigrations($0))

@@ -4,7 +4,8 @@ import GRDB
 /// The keystore's tables, as versioned migrations. A migration, once released, never
 /// changes: later versions add new ones. Docs/FORMAT.md, "Keystore schema".
 enum KeystoreSchema {
-    static var migrator: DatabaseMigrator {
+    /// The migrations; `pieces` is the folder of piece files (PieceFiles.swift).
+    static func migrator(pieces: String) -> DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1-identity-and-peers") { db in
             try db.execute(sql: """
@@ -114,6 +115,25 @@ enum KeystoreSchema {
                 try db.execute(sql: "UPDATE secret SET id = ? WHERE id = ?", arguments: [new, old])
                 try db.execute(sql: "UPDATE secret_piece SET secret_id = ? WHERE secret_id = ?", arguments: [new, old])
             }
+        }
+        // Pieces move out of SQLite into one file per share (issue 18): the bundle as dealt,
+        // named by the row id. A migration killed part way leaves files that the next one
+        // writes again from the start.
+        migrator.registerMigration("v8-pieces-in-files") { db in
+            if mkdir(pieces, 0o700) != 0 && errno != EEXIST { throw VaultError.fileSystem(path: pieces, errno: errno) }
+            for row in try Row.fetchAll(db, sql: "SELECT id, prefix, box FROM secret") {
+                let id: Data = row["id"]
+                let path = pieces + "/\([UInt8](id).hex).vshare"
+                unlink(path)
+                let file = try OutputFile(path: path, shownAs: pieces)
+                try ([UInt8](row["prefix"] as Data) + [UInt8](row["box"] as Data)).withUnsafeBytes { try file.write($0) }
+                let chunks = try Row.fetchCursor(db, sql: "SELECT data FROM secret_piece WHERE secret_id = ? ORDER BY seq", arguments: [id])
+                while let chunk = try chunks.next() {
+                    try (chunk[0] as Data).withUnsafeBytes { try file.write($0) }
+                }
+                try file.commit()
+            }
+            try db.execute(sql: "DROP TABLE secret_piece")
         }
         return migrator
     }

@@ -18,6 +18,8 @@ public struct StoredSecret: Sendable {
     /// When the share was stored.
     public let storedAt: Date
     let box: [UInt8]
+    /// Where the sealed keys start in the piece file.
+    let prefixLength: Int
 
     init(row: Row) throws {
         let prefix = [UInt8](row["prefix"] as Data)
@@ -31,13 +33,11 @@ public struct StoredSecret: Sendable {
         role = Role(rawValue: row["role"]) ?? .holder
         storedAt = Date(timeIntervalSince1970: TimeInterval(row["stored_at"] as Int64))
         box = [UInt8](row["box"] as Data)
+        prefixLength = prefix.count
     }
 }
 
 extension Keystore {
-    /// Pieces are stored as consecutive rows of this many bytes.
-    static let pieceRowLength = 1 << 20
-
     /// The headers of share bundles, each checked as far as its header allows (the dealer's
     /// signature and trust, sealed to this identity, not held here yet) without storing
     /// anything: what a holder is shown before agreeing to keep them. ``importBundles``
@@ -67,30 +67,49 @@ extension Keystore {
     /// alone: the dealer's signature and trust, that it is sealed to this identity, the
     /// sealed keys bound to the header, the piece against the dealer's commitment and the
     /// key share against the proof-of-possession key. Of several bundles, a refusal names
-    /// the file (``VaultError/inFile(path:_:)``).
+    /// the file (``VaultError/inFile(path:_:)``). The files are copied: they stay as they are.
     @discardableResult
     public func importBundles(_ paths: [String], identity: Identity, progress: ProgressMeter? = nil) throws(VaultError) -> [StoredSecret] {
         let peers = try peers()
         let files = try paths.map { path throws(VaultError) in try FileSource(path: path) }
         progress?.expect(files.reduce(0) { $0 + ($1.size ?? 0) })
-        return try write { db in
-            try zip(paths, files).map { path, file in
+        var staged: [StagedBundle] = []
+        do {
+            for (path, file) in zip(paths, files) {
                 do {
                     var source = MeteredSource(file, meter: progress)
-                    return try self.store(&source, identity: identity, role: .holder, name: nil, trusted: peers, db)
-                } catch let error as VaultError {
-                    throw Self.refusal(error, of: path, among: paths.count)
+                    staged.append(try stage(copying: &source, identity: identity, trusted: peers))
+                } catch {
+                    throw Self.refusal(VaultError.wrapping(error), of: path, among: paths.count)
                 }
             }
+        } catch {
+            for bundle in staged { unlink(bundle.path) }
+            throw .wrapping(error)
+        }
+        return try keep(staged, identity: identity, role: .holder, names: paths.map { _ in nil }, trusted: peers) { index, error in
+            Self.refusal(error, of: paths[index], among: paths.count)
         }
     }
 
-    /// Stores the dealer's own bundle, just written, under an optional local name.
+    /// Stores the dealer's own bundle, just written to `path` (best from ``newBundleFile()``),
+    /// under an optional local name. The file moves into the keystore: it is gone afterwards,
+    /// stored or not. Its piece is not hashed again: the dealer's commitment was computed
+    /// from these very bytes as they were written.
     public func storeOwnBundle(at path: String, identity: Identity, name: Label?) throws(VaultError) -> StoredSecret {
-        try write { db in
-            var source = try FileSource(path: path)
-            return try self.store(&source, identity: identity, role: .dealer, name: name, trusted: [], db)
-        }
+        let staged: StagedBundle
+        do { staged = try stage(moving: path, identity: identity, trusted: [], checkPiece: false) } catch { throw .wrapping(error) }
+        return try keep([staged], identity: identity, role: .dealer, names: [name], trusted: []) { $1 }[0]
+    }
+
+    /// Stores a bundle received from its dealer into `path` (from ``newBundleFile()``), after
+    /// every check ``importBundles(_:identity:progress:)`` makes. The file moves into the
+    /// keystore: it is gone afterwards, stored or not.
+    public func storeDeliveredBundle(at path: String, identity: Identity) throws(VaultError) -> StoredSecret {
+        let peers = try peers()
+        let staged: StagedBundle
+        do { staged = try stage(moving: path, identity: identity, trusted: peers, checkPiece: true) } catch { throw .wrapping(error) }
+        return try keep([staged], identity: identity, role: .holder, names: [nil], trusted: peers) { $1 }[0]
     }
 
     /// Every stored secret, newest first.
@@ -123,6 +142,9 @@ extension Keystore {
                 try db.execute(sql: "DELETE FROM item WHERE key_id = ?", arguments: [Data(keyID)])
             }
         }
+        // After the commit: a crash in between leaves a file no row references, which the
+        // next open sweeps (PieceFiles.swift).
+        unlink(pieceFile(secret.header))
     }
 
     /// Gives a stored secret a local name, or none.
@@ -147,18 +169,6 @@ extension Keystore {
         }
     }
 
-    /// Runs `body` with this share's piece, read from the keystore in bounded memory,
-    /// inside one read transaction.
-    func withPiece<T>(_ secret: StoredSecret, _ body: (inout any ByteSource) throws -> T) throws -> T {
-        try Self.storage(on: home.directory) {
-            try database.read { db in
-                var source: any ByteSource = try BlobRows(db: db, sql: "SELECT data FROM secret_piece WHERE secret_id = ? ORDER BY seq",
-                                                          id: secret.header.rowID)
-                return try body(&source)
-            }
-        }
-    }
-
     /// What a holder checks of a verified header before keeping its share: sealed to this
     /// identity, from a trusted dealer (or this identity), and not held here already.
     private func check(_ header: BundleHeader, identity: Identity, trusted: [Peer], _ db: Database) throws {
@@ -173,72 +183,161 @@ extension Keystore {
         }
     }
 
-    private func store(
-        _ source: inout some ByteSource, identity: Identity, role: StoredSecret.Role, name: Label?,
-        trusted: [Peer], _ db: Database
-    ) throws -> StoredSecret {
+    /// A bundle checked as far as its holder can, fsynced under a transient name in the
+    /// pieces folder, waiting for its row (PieceFiles.swift gives the order).
+    private struct StagedBundle {
+        let header: BundleHeader
+        let prefix: [UInt8]
+        let box: [UInt8]
+        let path: String
+    }
+
+    /// Copies a bundle into a new piece file, checking it on the way.
+    private func stage(copying source: inout some ByteSource, identity: Identity, trusted: [Peer]) throws -> StagedBundle {
         let (header, prefix) = try ShareBundle.parsePrefix { try source.readFully($0) }
+        // Refused before a byte is copied; checked again in the transaction that keeps it.
+        try read { db in try self.check(header, identity: identity, trusted: trusted, db) }
+        let box = try source.readFully(ShareBundle.bodyPrefixLength)
+        guard box.count == ShareBundle.bodyPrefixLength else { throw VaultError.truncated(what: "the share bundle") }
+        let keyShare = try ShareBundle.openBox(box, header: header, holder: identity)
+        let file = try newBundleFile()
+        try (prefix + box).withUnsafeBytes { try file.write($0) }
+        let hasher = BundleHeader.commitmentHasher()
+        var writeFailure: VaultError?
+        let reader = PieceReader(source: source, length: Self.pieceLength(header), observe: { bytes in
+            hasher.update(bytes)
+            // A write failure (a full disk) is kept and thrown once the reader returns.
+            do throws(VaultError) { try file.write(bytes) } catch { writeFailure = writeFailure ?? error }
+        })
+        try Self.readPiece(reader)
+        if let writeFailure { throw writeFailure }
+        try Self.checkPiece(hash: hasher.finish(), keyShare: keyShare, header: header)
+        try file.commit()
+        return StagedBundle(header: header, prefix: prefix, box: box, path: file.path)
+    }
+
+    /// Moves a bundle file this process wrote into the pieces folder and checks it there;
+    /// the file is gone afterwards, staged or not.
+    private func stage(moving path: String, identity: Identity, trusted: [Peer], checkPiece: Bool) throws -> StagedBundle {
+        try ensurePiecesDirectory()
+        let target = piecesDirectory + "/" + VaultHome.transientFileName("vshare")
+        if (path as NSString).deletingLastPathComponent != piecesDirectory {
+            guard rename(path, target) == 0 else {
+                // Another file system: copied instead (vault's own callers write in the folder).
+                guard errno == EXDEV else {
+                    let failure = errno
+                    unlink(path)
+                    throw VaultError.fileSystem(path: piecesDirectory, errno: failure)
+                }
+                defer { unlink(path) }
+                var source = try FileSource(path: path)
+                return try stage(copying: &source, identity: identity, trusted: trusted)
+            }
+        }
+        let staged = (path as NSString).deletingLastPathComponent == piecesDirectory ? path : target
+        do {
+            var source = try FileSource(path: staged)
+            let (header, prefix) = try ShareBundle.parsePrefix { try source.readFully($0) }
+            try read { db in try self.check(header, identity: identity, trusted: trusted, db) }
+            let box = try source.readFully(ShareBundle.bodyPrefixLength)
+            guard box.count == ShareBundle.bodyPrefixLength else { throw VaultError.truncated(what: "the share bundle") }
+            let keyShare = try ShareBundle.openBox(box, header: header, holder: identity)
+            if checkPiece {
+                let hasher = BundleHeader.commitmentHasher()
+                try Self.readPiece(PieceReader(source: source, length: Self.pieceLength(header), observe: hasher.update))
+                try Self.checkPiece(hash: hasher.finish(), keyShare: keyShare, header: header)
+            } else {
+                guard source.size == UInt64(prefix.count + box.count) + Self.pieceLength(header) else {
+                    throw VaultError.malformed(what: "the share bundle", detail: "its piece has the wrong length")
+                }
+                try Self.checkPiece(hash: header.commitments[header.holderIndex - 1], keyShare: keyShare, header: header)
+            }
+            // Durable before any row refers to it.
+            let fd = Foundation.open(staged, O_RDONLY | O_CLOEXEC)
+            defer { if fd >= 0 { close(fd) } }
+            guard fd >= 0, fsync(fd) == 0 else { throw VaultError.fileSystem(path: piecesDirectory, errno: errno) }
+            return StagedBundle(header: header, prefix: prefix, box: box, path: staged)
+        } catch {
+            unlink(staged)
+            throw error
+        }
+    }
+
+    /// Gives staged bundles their rows and their final names, in one transaction: all or
+    /// none. `named(i, error)` is the error to throw for bundle i's refusal.
+    private func keep(
+        _ staged: [StagedBundle], identity: Identity, role: StoredSecret.Role, names: [Label?], trusted: [Peer],
+        named: (Int, VaultError) -> VaultError
+    ) throws(VaultError) -> [StoredSecret] {
+        var renamed: [String] = []
+        do {
+            return try write { db in
+                let stored = try staged.enumerated().map { index, bundle in
+                    do {
+                        return try self.insert(bundle, role: role, name: names[index], identity: identity, trusted: trusted, db) {
+                            renamed.append($0)
+                        }
+                    } catch {
+                        throw named(index, VaultError.wrapping(error))
+                    }
+                }
+                try self.syncPiecesDirectory()
+                return stored
+            }
+        } catch {
+            for path in renamed { unlink(path) }
+            for bundle in staged { unlink(bundle.path) }
+            throw error
+        }
+    }
+
+    /// Inserts one staged bundle's row, then renames its file: the insert holds SQLite's write
+    /// lock from here to the commit, so no sweep sees the file without its row.
+    private func insert(
+        _ bundle: StagedBundle, role: StoredSecret.Role, name: Label?, identity: Identity, trusted: [Peer], _ db: Database,
+        renamed: (String) -> Void
+    ) throws -> StoredSecret {
+        let header = bundle.header
         try check(header, identity: identity, trusted: trusted, db)
         if let name, try Int.fetchOne(db, sql: "SELECT count(*) FROM secret WHERE name_key = ?", arguments: [name.key]) ?? 0 > 0 {
             throw VaultError.invalidSecret("a secret named '\(name)' exists already")
         }
-        let box = try source.readFully(ShareBundle.bodyPrefixLength)
-        guard box.count == ShareBundle.bodyPrefixLength else { throw VaultError.truncated(what: "the share bundle") }
-        let keyShare = try ShareBundle.openBox(box, header: header, holder: identity)
         try db.execute(
             sql: "INSERT INTO secret (id, name, name_key, role, prefix, box, stored_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            arguments: [Data(header.rowID), name?.value, name?.key, role.rawValue, Data(prefix), Data(box),
+            arguments: [Data(header.rowID), name?.value, name?.key, role.rawValue, Data(bundle.prefix), Data(bundle.box),
                         Int64(Date().timeIntervalSince1970)])
+        let final = pieceFile(header)
+        guard rename(bundle.path, final) == 0 else { throw VaultError.fileSystem(path: piecesDirectory, errno: errno) }
+        renamed(final)
+        return try StoredSecret(row: Row.fetchOne(db, sql: "SELECT * FROM secret WHERE id = ?", arguments: [Data(header.rowID)])!)
+    }
 
-        // Copy the piece into rows while hashing it to check it against the header.
-        var left = Dispersal.pieceLength(dataLength: header.ciphertextLength, k: header.threshold)
-        let hasher = BundleHeader.commitmentHasher()
-        var sequence = 0
-        while left > 0 {
-            let chunk = try source.readFully(Int(min(left, UInt64(Self.pieceRowLength))))
-            guard !chunk.isEmpty else { throw VaultError.truncated(what: "the share bundle") }
-            chunk.withUnsafeBytes { hasher.update($0) }
-            try db.execute(sql: "INSERT INTO secret_piece (secret_id, seq, data) VALUES (?, ?, ?)",
-                           arguments: [Data(header.rowID), sequence, Data(chunk)])
-            sequence += 1
-            left -= UInt64(chunk.count)
-        }
-        guard try source.readFully(1).isEmpty else {
+    private static func pieceLength(_ header: BundleHeader) -> UInt64 {
+        Dispersal.pieceLength(dataLength: header.ciphertextLength, k: header.threshold)
+    }
+
+    /// Reads a bundle's piece to its end, which must be the file's.
+    private static func readPiece(_ reader: PieceReader) throws {
+        do {
+            try reader.drain()
+        } catch VaultError.truncated {
+            throw VaultError.truncated(what: "the share bundle")
+        } catch VaultError.malformed {
             throw VaultError.malformed(what: "the share bundle", detail: "bytes follow the piece")
         }
+    }
+
+    /// The piece against the dealer's commitment, and the key share against its proof key.
+    private static func checkPiece(hash: [UInt8], keyShare: SecureBytes, header: BundleHeader) throws(VaultError) {
         let index = header.holderIndex
-        guard Sodium.equal(hasher.finish(), header.commitments[index - 1]) else {
-            throw VaultError.malformed(what: "the share bundle", detail: "its piece does not match the dealer's commitment")
+        guard Sodium.equal(hash, header.commitments[index - 1]) else {
+            throw .malformed(what: "the share bundle", detail: "its piece does not match the dealer's commitment")
         }
         let possession = BundleHeader.possessionKeyPair(secretID: header.secretID, index: index, keyShare: keyShare,
                                                         commitment: header.commitments[index - 1])
         guard possession.publicKey == header.possessionKeys[index - 1] else {
-            throw VaultError.malformed(what: "the share bundle", detail: "its key share does not match the dealer's proof key")
+            throw .malformed(what: "the share bundle", detail: "its key share does not match the dealer's proof key")
         }
-        return try StoredSecret(row: Row.fetchOne(db, sql: "SELECT * FROM secret WHERE id = ?", arguments: [Data(header.rowID)])!)
-    }
-}
-
-/// A stream stored as consecutive blob rows (a piece, an item), read row by row.
-final class BlobRows: ByteSource {
-    private let cursor: RowCursor
-    private var current: [UInt8] = []
-    private var offset = 0
-
-    init(db: Database, sql: String, id: [UInt8]) throws {
-        cursor = try Row.fetchCursor(db, sql: sql, arguments: [Data(id)])
-    }
-
-    func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
-        if offset == current.count {
-            guard let row = try cursor.next() else { return 0 }
-            current = [UInt8](row[0] as Data)
-            offset = 0
-        }
-        let count = min(buffer.count, current.count - offset)
-        current.withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress! + offset, byteCount: count) }
-        offset += count
-        return count
     }
 }
 

@@ -49,13 +49,13 @@ extension VaultHome {
         return try OutputFile(path: folder + "/" + Self.transientFileName(suffix), shownAs: "the vault directory \(folder)")
     }
 
-    /// Removes the transient files, in the home and its outbox, of processes that no longer
+    /// Removes the transient files, in the home, its outbox and its pieces folder, of processes that no longer
     /// run. A process killed (SIGKILL, power loss) between writing such a file and removing
     /// it leaves it behind. They hold only sealed bytes, never plaintext, but a half-written
     /// bundle must not outlive its writer. A file whose process still runs is kept: it is
     /// in use.
     public func sweepTransientFiles() {
-        for folder in [directory, directory + "/outbox"] {
+        for folder in [directory, directory + "/outbox", directory + "/pieces"] {
             for name in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [] {
                 let fields = name.split(separator: "-", maxSplits: 2)
                 guard fields.count == 3, fields[0] == ".transient", let pid = pid_t(fields[1]), pid > 0 else { continue }

@@ -198,7 +198,7 @@ public final class PeerServer: @unchecked Sendable {
                 }
                 // The bundle is sealed to this identity; it is kept at 0600 and removed afterwards.
                 try store {
-                    let file = try keystore.home.transientFile("vshare")
+                    let file = try keystore.newBundleFile()
                     try parsed.bytes.withUnsafeBytes { try file.write($0) }
                     (incoming, header) = (file, parsed.header)
                 }
@@ -232,7 +232,7 @@ public final class PeerServer: @unchecked Sendable {
                     return try await answer(.notConfirmed, "")
                 }
             }
-            let stored = try keystore.importBundles([incoming.path], identity: identity)[0]
+            let stored = try keystore.storeDeliveredBundle(at: incoming.path, identity: identity)
             log("stored share \(stored.header.holderIndex) of \(stored.header.secretIDHex.prefix(16)) from '\(peer.label)'")
             try await answer(nil, "stored")
         } catch let error as VaultError {

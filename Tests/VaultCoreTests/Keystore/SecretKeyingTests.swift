@@ -58,20 +58,29 @@ import VaultTestSupport
         var source = BytesSource(Array("the old way".utf8))
         let header = try SecretDealer.share(request, content: &source, dealer: identity, outputs: outputs)[0]
         _ = try keystore.storeOwnBundle(at: outputs[0].path, identity: identity, name: nil)
-        // Back to the old keying, as a keystore written before v7.
+        // Back to the old keying and the old piece rows, as a keystore written before v7.
+        let pieceFile = keystore.pieceFile(header)
+        let bundle = try #require(FileManager.default.contents(atPath: pieceFile))
+        let pieceStart = bundle.count - Int(Dispersal.pieceLength(dataLength: header.ciphertextLength, k: header.threshold))
         try keystore.database.write { db in
-            try db.execute(sql: "PRAGMA defer_foreign_keys = ON")
+            try db.execute(sql: """
+                CREATE TABLE secret_piece (
+                    secret_id BLOB NOT NULL REFERENCES secret(id) ON DELETE CASCADE,
+                    seq INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (secret_id, seq)) WITHOUT ROWID
+                """)
             try db.execute(sql: "UPDATE secret SET id = ?", arguments: [Data(header.secretID)])
-            try db.execute(sql: "UPDATE secret_piece SET secret_id = ?", arguments: [Data(header.secretID)])
-            try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier = 'v7-secrets-by-dealer-and-id'")
+            try db.execute(sql: "INSERT INTO secret_piece VALUES (?, 0, ?)", arguments: [Data(header.secretID), bundle[pieceStart...]])
+            try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier IN ('v7-secrets-by-dealer-and-id', 'v8-pieces-in-files')")
         }
+        unlink(pieceFile)
         let reopened = try Keystore.open(home: home)
         let stored = try #require(try reopened.secrets().first)
-        let (id, pieces) = try reopened.database.read { db in
-            (try Data.fetchOne(db, sql: "SELECT id FROM secret"),
-             try Int.fetchOne(db, sql: "SELECT count(*) FROM secret_piece WHERE secret_id = ?", arguments: [Data(header.rowID)]) ?? 0)
+        // Rekeyed (v7), and the piece moved out to its file (v8), byte for byte.
+        let (id, pieceTable) = try reopened.database.read { db in
+            (try Data.fetchOne(db, sql: "SELECT id FROM secret"), try db.tableExists("secret_piece"))
         }
-        #expect(id == Data(header.rowID) && pieces > 0)
+        #expect(FileManager.default.contents(atPath: pieceFile) == bundle)
+        #expect(id == Data(header.rowID) && !pieceTable)
         // The piece still opens: releasing it reads it back and checks its commitment.
         let released = try OutputFile(path: temporary.file("released.vpiece"))
         try ReleasedPiece.release(stored, to: try reopened.peer(named: "bob"), keystore: reopened, identity: identity, output: released)

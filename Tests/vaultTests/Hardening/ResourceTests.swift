@@ -83,9 +83,10 @@ struct ResourceTests {
         #expect(delivered.stderr.contains("No space left on device") || delivered.stderr.contains("disk is full"), "\(delivered.stderr)")
         #expect(carol.vault.keystoreBytes() == before)
         try carol.ok("secrets", "list")
-        #expect(disk.names(in: disk.path + "/home").allSatisfy { $0.hasPrefix("vault.sqlite") || $0 == "outbox" || $0 == "agent.sock" },
+        #expect(disk.names(in: disk.path + "/home").allSatisfy { $0.hasPrefix("vault.sqlite") || ["outbox", "pieces", "agent.sock"].contains($0) },
                 "\(disk.names(in: disk.path + "/home"))")
         #expect(disk.names(in: disk.path + "/home/outbox").isEmpty)
+        #expect(disk.names(in: disk.path + "/home/pieces").isEmpty, "no share stored, no piece file left")
         #expect(try ProcessRunner.run("/bin/kill", ["-0", String(server.pid)]).status == 0, "serve still runs")
     }
 
@@ -115,7 +116,9 @@ struct ResourceTests {
         let added = try alice.fails(["item", "add", "--key", "family", "--type", "file", photo] + h.reach(from: "alice", for: ["item", "add"]))
         #expect(added.contains("disk is full") && added.contains("vault: hint: free some"), "\(added)")
         #expect(try alice.ok("item", "list").contains(String(item.prefix(16))))
-        #expect(disk.names(in: disk.path + "/home").allSatisfy { $0.hasPrefix("vault.sqlite") || $0 == "outbox" }, "\(disk.names(in: disk.path + "/home"))")
+        #expect(disk.names(in: disk.path + "/home").allSatisfy { $0.hasPrefix("vault.sqlite") || $0 == "outbox" || $0 == "pieces" },
+                "\(disk.names(in: disk.path + "/home"))")
+        #expect(disk.names(in: disk.path + "/home/pieces").allSatisfy { !$0.hasPrefix(".") }, "\(disk.names(in: disk.path + "/home/pieces"))")
     }
 
     @Test func aReadOnlyDiskAndMissingDirectories() throws {

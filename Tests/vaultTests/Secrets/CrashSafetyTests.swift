@@ -78,7 +78,8 @@ extension CrashSafetyTests {
 
     /// Checks what a kill may leave: a sound file, the acknowledged shares, every share whole
     /// (its piece opens and matches the dealer's commitment, which `secrets release` checks),
-    /// and no transient file. Returns the ids held.
+    /// no transient file, and one piece file per share, none without its share. Returns the
+    /// ids held.
     static func checkAfterKill(_ user: User, acknowledged: Set<String>, opened: inout Set<String>, released: String,
                                context: String) throws -> Set<String> {
         #expect(try integrity(of: user) == "ok", "\(context)")
@@ -91,8 +92,15 @@ extension CrashSafetyTests {
             try? FileManager.default.removeItem(atPath: piece)
             opened.insert(id)
         }
+        let pieces = try FileManager.default.contentsOfDirectory(atPath: user.vault.home + "/pieces")
         let left = try FileManager.default.contentsOfDirectory(atPath: user.vault.home).filter { $0.hasPrefix(".transient-") }
+            + pieces.filter { $0.hasPrefix(".transient-") }
         #expect(left.isEmpty, "transient files left: \(left), \(context)")
+        let rows = try DatabaseQueue(path: user.vault.home + "/vault.sqlite").read { db in
+            try Data.fetchAll(db, sql: "SELECT id FROM secret").map { $0.map { String(format: "%02x", $0) }.joined() + ".vshare" }
+        }
+        #expect(Set(pieces.filter { !$0.hasPrefix(".") }) == Set(rows) && rows.count == held.count,
+                "piece files \(pieces.sorted()) for rows \(rows.sorted()), \(context)")
         return held
     }
 
@@ -276,8 +284,10 @@ extension CrashSafetyTests {
         #expect(gone.stop() == 0)
         let home = user.vault.home
         try FileManager.default.createDirectory(atPath: home + "/outbox", withIntermediateDirectories: true)
-        let dead = [home + "/.transient-\(gone.pid)-A.vshare", home + "/outbox/.transient-\(gone.pid)-B.bob.vshare"]
-        let live = [home + "/.transient-\(getpid())-C.vpiece", home + "/.transientish-\(gone.pid)", home + "/notes"]
+        let dead = [home + "/.transient-\(gone.pid)-A.vshare", home + "/outbox/.transient-\(gone.pid)-B.bob.vshare",
+                    home + "/pieces/.transient-\(gone.pid)-D.vshare"]
+        let live = [home + "/.transient-\(getpid())-C.vpiece", home + "/.transientish-\(gone.pid)", home + "/notes",
+                    home + "/pieces/.transient-\(getpid())-E.vshare"]
         for path in dead + live { #expect(FileManager.default.createFile(atPath: path, contents: Data([1]))) }
         try user.ok("secrets", "list")
         #expect(dead.allSatisfy { !FileManager.default.fileExists(atPath: $0) })

@@ -114,7 +114,7 @@ func secretContent(type: SecretType, file: String?) throws -> any ByteSource {
 func distribute(_ request: ShareRequest, content: inout some ByteSource, peers: [Peer], keystore: Keystore, identity: Identity,
                 name: Label?, outDir: String?, addresses: [String: PeerAddress], check: () throws -> Void = {}) async throws -> StoredSecret {
     let holders = request.holders
-    let own = try keystore.home.transientFile("vshare")
+    let own = try keystore.newBundleFile()
     let outbox = try Outbox(home: keystore.home)
     let others = try holders.map { holder in
         try outDir.map { try OutputFile(path: $0 + "/\(holder.label).vshare", hiddenUntilCommit: true) }
