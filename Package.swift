@@ -22,6 +22,7 @@ let package = Package(
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "CQRencode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
         .systemLibrary(name: "CZbar", pkgConfig: "zbar", providers: [.apt(["libzbar-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         // libpng and libjpeg report errors by longjmp, which Swift cannot catch:
         // a small C shim keeps every setjmp on the C side.
         .target(
@@ -38,7 +39,7 @@ let package = Package(
         .target(
             name: "VaultCore",
             dependencies: [
-                "CSodium", "CQRencode", "CZbar", "CVaultImage", "CVaultGF",
+                "CSodium", "COpenSSL", "CQRencode", "CZbar", "CVaultImage", "CVaultGF",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: strict

@@ -6,13 +6,14 @@
 Each KEYSTORE is the vault.sqlite of the holder the BUNDLE is sealed to (keys stored without
 a passphrase). Given k bundles of one secret, it verifies each one as FORMAT.md §9 says,
 recombines the data key (§6), rebuilds the ciphertext (§8), opens it (§7, §10) and writes
-the content to stdout. Uses PyNaCl and hashlib only: no vault code.
+the content to stdout. Uses PyNaCl, cryptography (AES-GCM) and hashlib only: no vault code.
 """
 import hashlib
 import sqlite3
 import struct
 import sys
 
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from nacl import bindings as nacl
 
 L = 65536
@@ -44,8 +45,25 @@ def piece_length(c, k):
     return c // (k * L) * L + -(-(c % (k * L)) // k)
 
 
+def open_payload(key, data):
+    """§7: AES-256-GCM chunks, nonce = 11-byte big-endian counter || last flag, the last
+    chunk alone flagged and alone allowed to be short."""
+    aead = AESGCM(key)
+    out, offset, counter = [], 0, 0
+    while True:
+        chunk = data[offset:offset + L + 16]
+        offset += len(chunk)
+        last = offset == len(data)
+        if len(chunk) < 16 or (not last and len(chunk) != L + 16):
+            raise ValueError("bad payload framing")
+        out.append(aead.decrypt(counter.to_bytes(11, "big") + bytes([1 if last else 0]), chunk, None))
+        counter += 1
+        if last:
+            return b"".join(out)
+
+
 def open_stream(key, data):
-    """§7: header, full MESSAGE chunks, one FINAL chunk at the very end."""
+    """§7 (password layer): secretstream header, full MESSAGE chunks, one FINAL chunk at the very end."""
     state = nacl.crypto_secretstream_xchacha20poly1305_state()
     nacl.crypto_secretstream_xchacha20poly1305_init_pull(state, data[:24], key)
     out, offset = [], 24
@@ -119,7 +137,7 @@ def open_bundle(keystore, path):
     assert bound == blake("vault/v1/bundle", h["raw"]), "box bound to another header"
     piece = body[104:]
     assert len(piece) == piece_length(h["clen"], h["k"]), "wrong bundle length"
-    assert blake("vault/v1/piece", piece) == h["commit"][i - 1], "piece does not match its commitment"
+    assert hashlib.sha256(b"vault/v2/piece" + piece).digest() == h["commit"][i - 1], "piece does not match its commitment"
     seed = blake("vault/v1/pop", h["id"], bytes([i]), share, h["commit"][i - 1])
     assert nacl.crypto_sign_seed_keypair(seed)[0] == h["pop"][i - 1], "key share does not match its proof key"
     return h, share, piece
@@ -186,7 +204,7 @@ def main(args):
         c += stripe[:min(left, k * seg)]
         left -= min(left, k * seg)
         offset += seg
-    outer = open_stream(bytes(key), bytes(c))
+    outer = open_payload(bytes(key), bytes(c))
     # §10
     if outer[0] == 0:
         payload = outer[1:]

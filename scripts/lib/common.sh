@@ -2,14 +2,15 @@
 # Sourced, not run.
 
 # What building needs (the C libraries behind the system-library targets).
-BUILD_PACKAGES=(pkg-config libsodium-dev libqrencode-dev libzbar-dev libsqlite3-dev libpng-dev libjpeg62-turbo-dev)
+BUILD_PACKAGES=(pkg-config libsodium-dev libssl-dev libqrencode-dev libzbar-dev libsqlite3-dev libpng-dev libjpeg62-turbo-dev)
 # What the tests use besides: zbarimg and cjpeg as independent decoders and encoders, and
-# Debian's Python with PyNaCl for an independent implementation of the bundle format;
+# Debian's Python with PyNaCl and cryptography (AES-GCM) for an independent implementation
+# of the bundle format;
 # avahi (with a private D-Bus) as a second independent mDNS stack, run only inside the
 # tests' own network namespaces; xdg-utils to check the vault:// desktop handler; and to check
 # what scripts/install installs: man-db (man -l), zsh and fish (their -n), systemd
 # (systemd-analyze verify) and desktop-file-utils (desktop-file-validate).
-TEST_PACKAGES=(zbar-tools libjpeg-turbo-progs python3 python3-nacl python3-venv iproute2
+TEST_PACKAGES=(zbar-tools libjpeg-turbo-progs python3 python3-nacl python3-cryptography python3-venv iproute2
                avahi-daemon avahi-utils dbus-daemon util-linux xdg-utils
                man-db zsh fish systemd desktop-file-utils)
 # Independent peers from PyPI, in a virtualenv (Debian's Python refuses system-wide pip).

@@ -1,10 +1,10 @@
 import CSodium
 import Foundation
 
-/// Reference figures for benchmarks: what libsodium alone achieves on this machine.
+/// Reference figures for benchmarks: what the primitives alone achieve on this machine.
 public enum Calibration {
     /// Raw `crypto_secretstream_xchacha20poly1305` throughput in MB/s (10^6 bytes), one core,
-    /// 64 KiB chunks, over `megabytes` MB.
+    /// 64 KiB chunks, over `megabytes` MB: the items' and the password layer's stream.
     public static func secretStreamMBps(megabytes: Int = 256) -> Double {
         Sodium.ready
         var state = crypto_secretstream_xchacha20poly1305_state()
@@ -22,10 +22,27 @@ public enum Calibration {
         return Double(chunks * SecretStream.chunkLength) / 1e6 / seconds
     }
 
-    /// BLAKE2b, as the piece commitments use it, in MB/s: one core, 64 KiB updates.
-    public static func blake2bMBps(megabytes: Int = 256) -> Double {
+    /// The payload stream's AES-256-GCM (FORMAT §7) in MB/s: one core, 64 KiB chunks.
+    public static func payloadCipherMBps(megabytes: Int = 256) -> Double {
+        let cipher = SecureRandom().secureBytes(32).withUnsafeBytes { AESGCMChunkCipher(key: $0, sealing: true) }
+        let chunk = [UInt8](repeating: 0x5A, count: PayloadStream.chunkLength)
+        var out = [UInt8](repeating: 0, count: PayloadStream.sealedChunkLength)
+        let chunks = megabytes * 1_000_000 / chunk.count
+        return rate(bytes: chunks * chunk.count) {
+            chunk.withUnsafeBytes { plain in
+                out.withUnsafeMutableBytes { out in
+                    for index in 0..<chunks {
+                        PayloadStream.nonce(UInt64(index), last: false).withUnsafeBytes { cipher.seal(plain, nonce: $0, into: out) }
+                    }
+                }
+            }
+        }
+    }
+
+    /// SHA-256, as the piece commitments use it, in MB/s: one core, 64 KiB updates.
+    public static func commitmentMBps(megabytes: Int = 256) -> Double {
         let hasher = BundleHeader.commitmentHasher()
-        let chunk = [UInt8](repeating: 0x5A, count: SecretStream.chunkLength)
+        let chunk = [UInt8](repeating: 0x5A, count: PayloadStream.chunkLength)
         let chunks = megabytes * 1_000_000 / chunk.count
         return rate(bytes: chunks * chunk.count) {
             chunk.withUnsafeBytes { for _ in 0..<chunks { hasher.update($0) } }
@@ -45,14 +62,14 @@ public enum Calibration {
     }
 
     /// The fastest `vault share` this design allows on `cores` cores, in MB/s, from the
-    /// one-core rates above. Per payload byte the dealer runs one secretstream pass and the
-    /// dispersal, in order on one thread, and, for n/k bytes of pieces, BLAKE2b (the signed
-    /// commitments), which spreads over the cores. Writing the pieces out is not counted.
-    public static func shareCeilingMBps(k: Int, n: Int, cores: Int, stream: Double, blake2b: Double, dispersal: Double) -> Double {
-        let serial = 1 / stream + 1 / dispersal
-        // Pieces are hashed, not sealed again (format version 2).
-        let pieces = Double(n) / Double(k) / blake2b
-        return 1 / max(serial, (serial + pieces) / Double(max(cores, 1)))
+    /// one-core rates above. Per payload byte the dealer runs the dispersal on one thread,
+    /// and the payload cipher (chunks spread over the cores) and, for n/k bytes of pieces,
+    /// the commitment hash (pieces spread over the cores). Reading the input and writing the
+    /// pieces out are not counted.
+    public static func shareCeilingMBps(k: Int, n: Int, cores: Int, cipher: Double, hash: Double, dispersal: Double) -> Double {
+        let serial = 1 / dispersal
+        let spread = 1 / cipher + Double(n) / Double(k) / hash
+        return 1 / max(serial, (serial + spread) / Double(max(cores, 1)))
     }
 
     private static func rate(bytes: Int, _ body: () -> Void) -> Double {

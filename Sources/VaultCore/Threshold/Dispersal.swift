@@ -39,29 +39,52 @@ enum Dispersal {
         private let matrix: [[UInt8]]
         private var stripe: [UInt8]
         private var filled = 0
-        private var outputs: [[UInt8]]
-        private let emit: ([UnsafeRawBufferPointer]) throws -> Void
+        private var outputs: [[UInt8]] = []
+        private let target: () throws -> [UnsafeMutableRawPointer]
+        private let emit: (Int) throws -> Void
 
         /// `emit(segments)` receives each stripe's segments, piece 1's first; they are
         /// valid only during the call.
-        init(k: Int, n: Int, emit: @escaping ([UnsafeRawBufferPointer]) throws -> Void) {
+        convenience init(k: Int, n: Int, emit: @escaping ([UnsafeRawBufferPointer]) throws -> Void) {
+            var buffers: [UnsafeMutablePointer<UInt8>] = []
+            self.init(k: k, n: n, into: { buffers.map(UnsafeMutableRawPointer.init) }) { length in
+                try emit(buffers.map { UnsafeRawBufferPointer(start: $0, count: length) })
+            }
+            buffers = (0..<n).map { _ in .allocate(capacity: Dispersal.segmentLength) }
+            owned = buffers
+        }
+
+        private var owned: [UnsafeMutablePointer<UInt8>] = []
+
+        /// Encodes each stripe into the n buffers (of ``Dispersal/segmentLength`` bytes each)
+        /// that `target()` gives, then calls `emit(length)` with the segments' length: the
+        /// caller owns the buffers, so no segment is copied on its way out.
+        init(k: Int, n: Int, into target: @escaping () throws -> [UnsafeMutableRawPointer], emit: @escaping (Int) throws -> Void) {
             precondition(k >= 1 && k <= n && n <= 255)
             self.k = k
             self.n = n
+            self.target = target
             self.emit = emit
             matrix = (1...n).map { Dispersal.row(x: UInt8($0), k: k) }
             stripe = [UInt8](repeating: 0, count: k * Dispersal.segmentLength)
-            outputs = Array(repeating: [UInt8](repeating: 0, count: Dispersal.segmentLength), count: n)
         }
+
+        deinit { owned.forEach { $0.deallocate() } }
 
         func write(_ bytes: UnsafeRawBufferPointer) throws {
             var offset = 0
             while offset < bytes.count {
+                // Whole stripes in the input are encoded where they are, without a copy.
+                if filled == 0 && bytes.count - offset >= stripe.count {
+                    try encode(rows: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + stripe.count]), segment: Dispersal.segmentLength)
+                    offset += stripe.count
+                    continue
+                }
                 let take = min(bytes.count - offset, stripe.count - filled)
                 stripe.withUnsafeMutableBytes { ($0.baseAddress! + filled).copyMemory(from: bytes.baseAddress! + offset, byteCount: take) }
                 filled += take
                 offset += take
-                if filled == stripe.count { try encode(segment: Dispersal.segmentLength) }
+                if filled == stripe.count { try encodeStripe(segment: Dispersal.segmentLength) }
             }
         }
 
@@ -70,36 +93,25 @@ enum Dispersal {
             guard filled > 0 else { return }
             let segment = (filled + k - 1) / k
             for i in filled..<k * segment { stripe[i] = 0 }
-            try encode(segment: segment)
+            try encodeStripe(segment: segment)
         }
 
-        private func encode(segment: Int) throws {
-            stripe.withUnsafeBytes { rows in
-                for j in 0..<n {
-                    outputs[j].withUnsafeMutableBytes { out in
-                        out.baseAddress!.initializeMemory(as: UInt8.self, repeating: 0, count: segment)
-                        let target = out.baseAddress!.assumingMemoryBound(to: UInt8.self)
-                        for i in 0..<k {
-                            vault_gf_mul_add(target, rows.baseAddress!.assumingMemoryBound(to: UInt8.self) + i * segment,
-                                             segment, matrix[j][i])
-                        }
-                    }
-                }
-            }
-            try withSegments(segment, emit)
+        private func encodeStripe(segment: Int) throws {
+            let stripe = self.stripe
+            try stripe.withUnsafeBytes { try encode(rows: $0, segment: segment) }
             filled = 0
         }
 
-        private func withSegments(_ length: Int, _ body: ([UnsafeRawBufferPointer]) throws -> Void) rethrows {
-            var pointers: [UnsafeRawBufferPointer] = []
-            func nest(_ j: Int) throws {
-                if j == n { return try body(pointers) }
-                try outputs[j].withUnsafeBytes { out in
-                    pointers.append(UnsafeRawBufferPointer(rebasing: out[0..<length]))
-                    try nest(j + 1)
-                }
+        /// Piece j's segment is Σ_i x_j^i · d_i; x^0 = 1, so it starts as a copy of d_0.
+        private func encode(rows: UnsafeRawBufferPointer, segment: Int) throws {
+            let targets = try target()
+            let data = rows.baseAddress!.assumingMemoryBound(to: UInt8.self)
+            for j in 0..<n {
+                let out = targets[j].assumingMemoryBound(to: UInt8.self)
+                out.update(from: data, count: segment)
+                for i in 1..<k { vault_gf_mul_add(out, data + i * segment, segment, matrix[j][i]) }
             }
-            try nest(0)
+            try emit(segment)
         }
     }
 

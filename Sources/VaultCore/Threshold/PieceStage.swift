@@ -1,19 +1,22 @@
 import Dispatch
 import Foundation
 
-/// The second half of the dealer's pipeline: hashing, sealing and writing each stripe's n
-/// piece segments, on other cores while the caller encrypts and disperses the next stripe.
+/// The second half of the dealer's pipeline: hashing and writing each stripe's n piece
+/// segments, on other cores while the caller encrypts and disperses the next stripe into
+/// the other buffer set.
 ///
-/// Two buffer sets alternate. Stripes are processed in order, and within a stripe the n
-/// pieces in parallel, so each piece's hasher and sealer still see their segments in
+/// Three buffer sets take turns. Stripes are processed in order, and within a stripe the n
+/// pieces in parallel, so each piece's hasher and file still see their segments in
 /// sequence and are only ever used by one thread at a time.
 final class PieceStage: @unchecked Sendable {
+    /// Buffer sets in flight: one being encoded while two wait for, or are in, the stage.
+    static let sets = 3
     private let n: Int
     private let work: (Int, UnsafeRawBufferPointer) throws -> Void
     private let queue = DispatchQueue(label: "vault.piece-stage")
-    private let free = DispatchSemaphore(value: 2)
+    private let free = DispatchSemaphore(value: PieceStage.sets)
     private let buffers: [UnsafeMutableRawPointer]
-    private var lengths = [Int](repeating: 0, count: 2)
+    private var lengths = [Int](repeating: 0, count: PieceStage.sets)
     private var next = 0
     private let lock = NSLock()
     private var failure: Error?
@@ -22,7 +25,7 @@ final class PieceStage: @unchecked Sendable {
     init(n: Int, work: @escaping (Int, UnsafeRawBufferPointer) throws -> Void) {
         self.n = n
         self.work = work
-        buffers = (0..<2).map { _ in .allocate(byteCount: n * Dispersal.segmentLength, alignment: 64) }
+        buffers = (0..<Self.sets).map { _ in .allocate(byteCount: n * Dispersal.segmentLength, alignment: 64) }
     }
 
     deinit {
@@ -32,17 +35,20 @@ final class PieceStage: @unchecked Sendable {
         buffers.forEach { $0.deallocate() }
     }
 
-    /// Copies one stripe's n segments (equal lengths) and queues them. Throws a failure
-    /// from an earlier stripe.
-    func submit(_ segments: [UnsafeRawBufferPointer]) throws {
+    /// The n buffers (``Dispersal/segmentLength`` bytes each) to encode the next stripe
+    /// into, once the stage is done with them; ``submit(length:)`` queues them. Throws a
+    /// failure from an earlier stripe.
+    func reserve() throws -> [UnsafeMutableRawPointer] {
         try check()
         free.wait()
+        return (0..<n).map { buffers[next] + $0 * Dispersal.segmentLength }
+    }
+
+    /// Queues the stripe encoded into the buffers ``reserve()`` gave, each segment `length`
+    /// bytes.
+    func submit(length: Int) {
         let set = next
-        next ^= 1
-        let length = segments[0].count
-        for (j, segment) in segments.enumerated() {
-            (buffers[set] + j * Dispersal.segmentLength).copyMemory(from: segment.baseAddress!, byteCount: length)
-        }
+        next = (next + 1) % Self.sets
         lengths[set] = length
         queue.async { [self] in
             DispatchQueue.concurrentPerform(iterations: n) { j in

@@ -92,9 +92,9 @@ public enum SecretDealer {
             hashers[j].update(segment)
             try outputs[j].write(segment)
         }
-        let encoder = Dispersal.Encoder(k: k, n: n, emit: stage.submit)
+        let encoder = Dispersal.Encoder(k: k, n: n, into: stage.reserve, emit: stage.submit)
         var ciphertextLength: UInt64 = 0
-        let outer = try StreamSealer(key: dataKey) { chunk in
+        let outer = PayloadSealer(key: dataKey) { chunk in
             ciphertextLength += UInt64(chunk.count)
             guard ciphertextLength <= Limits.maximumCiphertext else { throw VaultError.invalidSecret("larger than 1 TiB") }
             try encoder.write(chunk)
@@ -105,20 +105,20 @@ public enum SecretDealer {
         let inner = try request.password.map { password in
             try StreamSealer(key: request.scrypt.deriveKey(passphrase: password, salt: salt), emit: outer.write)
         }
-        let payload: (UnsafeRawBufferPointer) throws -> Void = inner?.write ?? outer.write
-        try PayloadHeader.encode(type: request.type.rawValue, metadata: request.metadata).withUnsafeBytes { try payload($0) }
+        try PayloadHeader.encode(type: request.type.rawValue, metadata: request.metadata).withUnsafeBytes { try (inner?.write ?? outer.write)($0) }
         var buffer = [UInt8](repeating: 0, count: SecretStream.chunkLength)
         defer { buffer.wipe() }
         var contentLength = 0
         while true {
-            let count = try buffer.withUnsafeMutableBytes { try content.read(into: $0) }
+            // Without a password layer the content goes straight into the sealer's batch.
+            let count = try inner == nil ? outer.read(from: &content) : buffer.withUnsafeMutableBytes { try content.read(into: $0) }
             if count == 0 { break }
             contentLength += count
             // A key secret is exactly 32 bytes: recovery refuses any other length.
             guard request.type != .key || contentLength <= SharedKey.length else {
                 throw VaultError.invalidSecret("a key is \(SharedKey.length) bytes, and this one is longer")
             }
-            try buffer.withUnsafeBytes { try payload(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+            if let inner { try buffer.withUnsafeBytes { try inner.write(UnsafeRawBufferPointer(rebasing: $0[0..<count])) } }
         }
         guard request.type != .key || contentLength == SharedKey.length else {
             throw VaultError.invalidSecret("a key is \(SharedKey.length) bytes, and this one has \(contentLength)")

@@ -100,7 +100,7 @@ public enum SecretRecovery {
         }
         let payload = PayloadParser(expectedType: header.type.rawValue, metadataReady: metadataReady, content: content)
         let layer = PasswordLayerParser(payload: payload, expected: header.passwordProtected, password: password)
-        let outer = StreamOpener(key: dataKey, emit: layer.write)
+        let outer = PayloadOpener(key: dataKey, emit: layer.write)
         try keystore.withPiece(secret) { ownSource in
             let readers = try chosen.map { candidate -> PieceReader in
                 let source: any ByteSource = try candidate.file.map { try FileSource.skipping($0.offset, of: $0.path) } ?? ownSource

@@ -63,8 +63,8 @@ public struct BundleHeader: Equatable, Sendable {
         Sodium.blake2b(key: "vault/v1/holder", secretID, agreementKey)
     }
 
-    /// The commitment to a piece: BLAKE2b-256 keyed "vault/v1/piece".
-    static func commitmentHasher() -> Sodium.Blake2b { Sodium.Blake2b(key: "vault/v1/piece") }
+    /// The commitment to a piece: SHA-256 of "vault/v2/piece" ‖ piece (FORMAT §9).
+    static func commitmentHasher() -> SHA256Hasher { SHA256Hasher(domain: "vault/v2/piece") }
 
     /// The proof-of-possession key pair of index j, from what only holder j (or a holder of
     /// k pieces) knows: its key share and its piece's commitment.
@@ -152,7 +152,7 @@ public struct BundleHeader: Equatable, Sendable {
             }
             ciphertextLength = try r.u64()
             guard ciphertextLength <= Limits.maximumCiphertext,
-                  SecretStream.plaintextLength(sealed: ciphertextLength) != nil else {
+                  PayloadStream.plaintextLength(sealed: ciphertextLength) != nil else {
                 throw fail("impossible ciphertext length")
             }
             dealer = try KeyCard(encoded: try r.raw(KeyCard.encodedLength))

@@ -15,8 +15,8 @@ import Testing
                 throw VaultError.fileSystem(path: "piece", reason: "No space left on device")
             }
             watched = stage
-            let segment = [UInt8](repeating: 7, count: 16)
-            try segment.withUnsafeBytes { try stage.submit([$0]) }
+            try stage.reserve()[0].initializeMemory(as: UInt8.self, repeating: 7, count: 16)
+            stage.submit(length: 16)
             started.wait()
         }
         // The caller has let go (as a share that failed elsewhere unwinds); the queued block

@@ -26,13 +26,27 @@ final class CraftedDeal {
         }
     }
 
-    /// A §7 stream of `plaintext` under `key`, as SecretDealer writes it.
+    /// A §7 payload stream of `plaintext` under `key`, as SecretDealer writes it.
     static func sealed(_ plaintext: [UInt8], key: SecureBytes) throws -> [UInt8] {
         var out: [UInt8] = []
-        let sealer = try StreamSealer(key: key) { out += $0 }
+        let sealer = PayloadSealer(key: key) { out += $0 }
         try plaintext.withUnsafeBytes { try sealer.write($0) }
         try sealer.finish()
         return out
+    }
+
+    /// A §7 payload stream chunk by chunk, each with the counter and last flag given.
+    static func payload(chunks: [(plain: [UInt8], index: UInt64, last: Bool)], key: SecureBytes) -> [UInt8] {
+        let cipher = key.withUnsafeBytes { AESGCMChunkCipher(key: $0, sealing: true) }
+        return chunks.flatMap { chunk in
+            var out = [UInt8](repeating: 0, count: chunk.plain.count + PayloadStream.tagLength)
+            chunk.plain.withUnsafeBytes { plain in
+                PayloadStream.nonce(chunk.index, last: chunk.last).withUnsafeBytes { nonce in
+                    out.withUnsafeMutableBytes { cipher.seal(plain, nonce: nonce, into: $0) }
+                }
+            }
+            return out
+        }
     }
 
     /// A secretstream with the tags given, chunk by chunk (libsodium directly).
@@ -116,19 +130,19 @@ final class CraftedDeal {
 }
 
 @Suite struct StrictParsingTests {
-    /// A note "hello!" as the threshold layer's plaintext: no password layer, type 1, no fields.
-    static let note: [UInt8] = [0x00, 0x01, 0x00, 0x00] + Array("hello!".utf8)
+    /// A note "hello" as the threshold layer's plaintext: no password layer, type 1, no fields.
+    static let note: [UInt8] = [0x00, 0x01, 0x00, 0x00] + Array("hello".utf8)
 
     @Test func aCraftedDealOpensWhenItIsCanonical() throws {
         let deal = try CraftedDeal()
-        #expect(try deal.recover(deal.deal(outer: Self.note)) == Array("hello!".utf8))
+        #expect(try deal.recover(deal.deal(outer: Self.note)) == Array("hello".utf8))
     }
 
     /// Finding 15: the dealer zero-pads the last stripe; any other padding is a second
     /// encoding of the same ciphertext and is refused.
     @Test func nonZeroPaddingOfTheLastStripeIsRefused() throws {
         let deal = try CraftedDeal()
-        // 24 + 10 + 17 = 51 ciphertext bytes: at k = 2 the last stripe has one byte of padding.
+        // 9 + 16 = 25 ciphertext bytes: at k = 2 the last stripe has one byte of padding.
         let bundles = try deal.deal(outer: Self.note, padding: [0x5A])
         #expect(throws: VaultError.corruptSecret("the last stripe's padding is not zero")) { try deal.recover(bundles) }
     }
@@ -153,15 +167,14 @@ final class CraftedDeal {
         }
     }
 
-    /// Finding 16: a ciphertext stream with FINAL on its first chunk of two is refused in
+    /// Finding 16: a ciphertext stream with its first chunk of two marked last is refused in
     /// words, not as "keystore error: trailingData". (Pieces are no longer streams of their
     /// own since format version 2: the ciphertext is the one stream.)
     @Test func anEarlyFinalChunkIsReportedInWords() throws {
         let deal = try CraftedDeal()
         let dataKey = SecureRandom().secureBytes(32)
         let plain = [0x00, 0x01, 0x00, 0x00] + Array(repeating: 0x41, count: 140_000) as [UInt8]
-        let final = Int32(crypto_secretstream_xchacha20poly1305_TAG_FINAL)
-        let ciphertext = CraftedDeal.sealed(chunks: [(Array(plain[0..<65536]), final), (Array(plain[65536...]), final)], key: dataKey)
+        let ciphertext = CraftedDeal.payload(chunks: [(Array(plain[0..<65536]), 0, true), (Array(plain[65536...]), 1, true)], key: dataKey)
         let bundles = try deal.deal(dataKey: dataKey, dispersed: ciphertext, ciphertextLength: UInt64(ciphertext.count))
         do {
             _ = try deal.recover(bundles)

@@ -171,6 +171,9 @@ import VaultTestSupport
             .bind(host: "127.0.0.1", port: 0) { SecureChannel.configure($0) }
         ready.yield(listener.channel.localAddress!.port!)
         let serving = Task {
+            // However the serving ends, the stream ends with it: a failure here must fail
+            // the test below, not leave it waiting for ever.
+            defer { sink.finish() }
             try await listener.executeThenClose { connections in
                 for try await connection in connections {
                     try await connection.executeThenClose { inbound, outbound in

@@ -4,7 +4,7 @@ import VaultTestSupport
 
 /// Docs/FORMAT.md claims an independent implementation can open bundles and recombine the
 /// secret. Tests/Interop/recombine.py is one, written from the spec with PyNaCl and hashlib
-/// (Debian's python3-nacl, installed by scripts/test).
+/// (Debian's python3-nacl and python3-cryptography, installed by scripts/test).
 @Suite struct InteropTests {
     static let script = ForeignNoiseTests.root.appendingPathComponent("Tests/Interop/recombine.py").path
 

@@ -1,0 +1,226 @@
+import CSodium
+import Dispatch
+import Foundation
+
+/// The payload stream (FORMAT §7): AES-256-GCM over 64 KiB chunks, each sealed on its own
+/// under the nonce `counter (11 bytes, big-endian) ‖ last (1 byte: 0, or 1 on the final
+/// chunk)`, with no additional data. This is age's STREAM construction (Hoang, Reyhanitabar,
+/// Rogaway and Vizár, "Online authenticated-encryption and its nonce-reuse
+/// misuse-resistance"), with AES-256-GCM for ChaCha20-Poly1305 by measurement.
+///
+/// Every chunk but the last seals exactly 65536 plaintext bytes; the last 0 to 65536, so an
+/// empty plaintext is one empty final chunk. Each chunk grows by its 16-byte tag, and the
+/// lengths determine each other. The counter orders the chunks (reordering fails), the
+/// last flag ends the stream (cutting it at a chunk boundary, or appending after the end,
+/// fails), and the tag authenticates each chunk on its own, so chunks can be sealed and
+/// opened on several cores at once.
+///
+/// Each stream has a key of its own: a fresh random data key for the threshold layer, and a
+/// key derived with a fresh random salt for the password layer. So a counter nonce never
+/// repeats under a key. 2^40 bytes make 2^24 chunks, far inside GCM's bounds.
+enum PayloadStream {
+    static let chunkLength = 65536
+    static let tagLength = AESGCMChunkCipher.tagLength
+    static let sealedChunkLength = chunkLength + tagLength
+    /// Chunks sealed or opened together, spread over the cores.
+    static let batch = 8
+
+    /// The sealed length of `plaintext` bytes.
+    static func sealedLength(plaintext: UInt64) -> UInt64 {
+        let chunks = max(1, (plaintext + UInt64(chunkLength) - 1) / UInt64(chunkLength))
+        return plaintext + chunks * UInt64(tagLength)
+    }
+
+    /// The plaintext length of a stream of `sealed` bytes, or nil if no stream has it.
+    static func plaintextLength(sealed: UInt64) -> UInt64? {
+        guard sealed >= UInt64(tagLength) else { return nil }
+        let fullChunks = sealed / UInt64(sealedChunkLength)
+        let rest = sealed % UInt64(sealedChunkLength)
+        if rest == 0 { return fullChunks * UInt64(chunkLength) }
+        guard rest >= UInt64(tagLength) else { return nil }
+        return fullChunks * UInt64(chunkLength) + rest - UInt64(tagLength)
+    }
+
+    /// Chunk `index`'s nonce.
+    static func nonce(_ index: UInt64, last: Bool) -> [UInt8] {
+        var nonce = [UInt8](repeating: 0, count: AESGCMChunkCipher.nonceLength)
+        for byte in 0..<8 { nonce[3 + byte] = UInt8(truncatingIfNeeded: index >> (56 - 8 * byte)) }
+        nonce[11] = last ? 1 : 0
+        return nonce
+    }
+
+    /// How many cores to spread a batch over.
+    static let workers = max(1, min(batch, ProcessInfo.processInfo.activeProcessorCount))
+
+    /// Runs `body(worker, chunk)` for chunks 0..<count, spread over the workers; worker w
+    /// takes chunks w, w + workers, … so that each worker's cipher is used by one thread.
+    static func spread(_ count: Int, _ body: (Int, Int) -> Void) {
+        let workers = min(Self.workers, count)
+        if workers <= 1 {
+            for chunk in 0..<count { body(0, chunk) }
+            return
+        }
+        // Each worker touches only its own chunks and its own cipher; concurrentPerform
+        // returns once all are done, so nothing outlives the caller's buffers.
+        nonisolated(unsafe) let work = body
+        DispatchQueue.concurrentPerform(iterations: workers) { worker in
+            for chunk in stride(from: worker, to: count, by: workers) { work(worker, chunk) }
+        }
+    }
+}
+
+/// Seals a payload stream written in pieces of any size, a batch of chunks at a time.
+final class PayloadSealer {
+    private let ciphers: [AESGCMChunkCipher]
+    /// Plaintext waiting: up to a batch of chunks, in locked memory, erased on release.
+    private let pending: SecureBytes
+    private var count = 0
+    private var sealed: [UInt8]
+    private var counter: UInt64 = 0
+    private let emit: (UnsafeRawBufferPointer) throws -> Void
+    private var finished = false
+
+    /// Starts a stream under `key` (32 bytes).
+    init(key: SecureBytes, emit: @escaping (UnsafeRawBufferPointer) throws -> Void) {
+        precondition(key.count == 32)
+        ciphers = (0..<PayloadStream.workers).map { _ in key.withUnsafeBytes { AESGCMChunkCipher(key: $0, sealing: true) } }
+        pending = SecureBytes(count: PayloadStream.batch * PayloadStream.chunkLength)
+        sealed = [UInt8](repeating: 0, count: PayloadStream.batch * PayloadStream.sealedChunkLength)
+        self.emit = emit
+    }
+
+    /// Adds plaintext. A full batch is sealed only once more bytes arrive: the last chunk
+    /// must wait until the end of input is known.
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        precondition(!finished)
+        var offset = 0
+        while offset < bytes.count {
+            if count == pending.count { try seal(length: count, final: false) }
+            let take = min(bytes.count - offset, pending.count - count)
+            pending.withUnsafeMutableBytes { ($0.baseAddress! + count).copyMemory(from: bytes.baseAddress! + offset, byteCount: take) }
+            count += take
+            offset += take
+        }
+    }
+
+    /// Reads plaintext from `source` straight into the pending batch, with no copy on the
+    /// way; returns the bytes read, 0 at the end. A full batch is sealed but for its last
+    /// chunk, which moves to the front: it is the final one if the source ends now.
+    func read(from source: inout some ByteSource) throws -> Int {
+        precondition(!finished)
+        if count == pending.count {
+            let kept = PayloadStream.chunkLength
+            try seal(length: count - kept, final: false)
+            pending.withUnsafeMutableBytes { $0.baseAddress!.copyMemory(from: $0.baseAddress! + $0.count - kept, byteCount: kept) }
+            count = kept
+        }
+        let read = try pending.withUnsafeMutableBytes { try source.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[count...])) }
+        count += read
+        return read
+    }
+
+    /// Seals what remains, its last chunk marked final.
+    func finish() throws {
+        precondition(!finished)
+        try seal(length: count, final: true)
+        finished = true
+    }
+
+    /// Seals `length` pending bytes as consecutive chunks (one empty chunk for nothing).
+    private func seal(length: Int, final: Bool) throws {
+        let chunks = max(1, (length + PayloadStream.chunkLength - 1) / PayloadStream.chunkLength)
+        let first = counter
+        pending.withUnsafeBytes { plain in
+            sealed.withUnsafeMutableBytes { out in
+                PayloadStream.spread(chunks) { worker, chunk in
+                    let start = chunk * PayloadStream.chunkLength
+                    let size = min(PayloadStream.chunkLength, length - start)
+                    let nonce = PayloadStream.nonce(first + UInt64(chunk), last: final && chunk == chunks - 1)
+                    nonce.withUnsafeBytes { nonce in
+                        ciphers[worker].seal(UnsafeRawBufferPointer(rebasing: plain[start..<start + size]), nonce: nonce,
+                                             into: UnsafeMutableRawBufferPointer(rebasing: out[chunk * PayloadStream.sealedChunkLength..<chunk * PayloadStream.sealedChunkLength + size + PayloadStream.tagLength]))
+                    }
+                }
+            }
+        }
+        counter += UInt64(chunks)
+        count = 0
+        let total = length + chunks * PayloadStream.tagLength
+        // Full chunks are contiguous in `sealed`, and only the last may be short.
+        try sealed.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<total])) }
+    }
+}
+
+/// Opens a payload stream fed in pieces of any size, a batch of chunks at a time, emitting
+/// only authenticated plaintext.
+final class PayloadOpener {
+    private let ciphers: [AESGCMChunkCipher]
+    private var pending: [UInt8]
+    private var count = 0
+    /// Opened plaintext, in locked memory, erased on release.
+    private let plain: SecureBytes
+    private var counter: UInt64 = 0
+    private let emit: (UnsafeRawBufferPointer) throws -> Void
+
+    init(key: SecureBytes, emit: @escaping (UnsafeRawBufferPointer) throws -> Void) {
+        precondition(key.count == 32)
+        ciphers = (0..<PayloadStream.workers).map { _ in key.withUnsafeBytes { AESGCMChunkCipher(key: $0, sealing: false) } }
+        pending = [UInt8](repeating: 0, count: PayloadStream.batch * PayloadStream.sealedChunkLength)
+        plain = SecureBytes(count: PayloadStream.batch * PayloadStream.chunkLength)
+        self.emit = emit
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        var offset = 0
+        while offset < bytes.count {
+            if count == pending.count { try open(length: count, final: false) }
+            let take = min(bytes.count - offset, pending.count - count)
+            pending.withUnsafeMutableBytes { ($0.baseAddress! + count).copyMemory(from: bytes.baseAddress! + offset, byteCount: take) }
+            count += take
+            offset += take
+        }
+    }
+
+    /// Ends the stream: what remains ends with the final chunk.
+    func finish() throws {
+        guard count >= PayloadStream.tagLength else { throw SecretStream.Failure.truncated }
+        try open(length: count, final: true)
+    }
+
+    private func open(length: Int, final: Bool) throws {
+        let chunks = (length + PayloadStream.sealedChunkLength - 1) / PayloadStream.sealedChunkLength
+        let lastLength = length - (chunks - 1) * PayloadStream.sealedChunkLength
+        // A short chunk is the final one; a final chunk shorter than a tag is no chunk.
+        guard lastLength >= PayloadStream.tagLength else { throw SecretStream.Failure.truncated }
+        let first = counter
+        var failures = [SecretStream.Failure?](repeating: nil, count: chunks)
+        pending.withUnsafeBytes { input in
+            plain.withUnsafeMutableBytes { out in
+                failures.withUnsafeMutableBufferPointer { failures in
+                    PayloadStream.spread(chunks) { worker, chunk in
+                        let start = chunk * PayloadStream.sealedChunkLength
+                        let size = chunk == chunks - 1 ? lastLength : PayloadStream.sealedChunkLength
+                        let last = final && chunk == chunks - 1
+                        let sealedChunk = UnsafeRawBufferPointer(rebasing: input[start..<start + size])
+                        let target = UnsafeMutableRawBufferPointer(
+                            rebasing: out[chunk * PayloadStream.chunkLength..<chunk * PayloadStream.chunkLength + size - PayloadStream.tagLength])
+                        func opens(last: Bool) -> Bool {
+                            PayloadStream.nonce(first + UInt64(chunk), last: last).withUnsafeBytes {
+                                ciphers[worker].open(sealedChunk, nonce: $0, into: target)
+                            }
+                        }
+                        guard !opens(last: last) else { return }
+                        // Why it failed, for the message: a chunk that opens under the other
+                        // flag was cut from, or appended to, a real stream.
+                        failures[chunk] = opens(last: !last) ? (last ? .truncated : .trailingData) : .forged
+                        if target.count > 0 { target.initializeMemory(as: UInt8.self, repeating: 0) }
+                    }
+                }
+            }
+        }
+        if let failure = failures.lazy.compactMap({ $0 }).first { throw failure }
+        counter += UInt64(chunks)
+        count = 0
+        try plain.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<length - chunks * PayloadStream.tagLength])) }
+    }
+}
