@@ -22,7 +22,7 @@ final class SHA256Hasher: @unchecked Sendable {
 
     func update(_ bytes: UnsafeRawBufferPointer) {
         guard bytes.count > 0 else { return }
-        EVP_DigestUpdate(context, bytes.baseAddress, bytes.count)
+        guard EVP_DigestUpdate(context, bytes.baseAddress, bytes.count) == 1 else { fatalError("OpenSSL cannot hash") }
     }
 
     func finish() -> [UInt8] {

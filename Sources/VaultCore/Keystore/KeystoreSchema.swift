@@ -120,7 +120,7 @@ enum KeystoreSchema {
         // named by the row id. A migration killed part way leaves files that the next one
         // writes again from the start.
         migrator.registerMigration("v8-pieces-in-files") { db in
-            if mkdir(pieces, 0o700) != 0 && errno != EEXIST { throw VaultError.fileSystem(path: pieces, errno: errno) }
+            try Keystore.ensureDirectory(pieces)
             for row in try Row.fetchAll(db, sql: "SELECT id, prefix, box FROM secret") {
                 let id: Data = row["id"]
                 let path = pieces + "/\([UInt8](id).hex).vshare"
@@ -133,6 +133,9 @@ enum KeystoreSchema {
                 }
                 try file.commit()
             }
+            // The files' names are durable before the rows go (a power loss in between must
+            // not keep the drop and lose the names).
+            try Keystore.syncDirectory(pieces)
             try db.execute(sql: "DROP TABLE secret_piece")
         }
         return migrator

@@ -34,7 +34,24 @@ extension Keystore {
     }
 
     func ensurePiecesDirectory() throws(VaultError) {
-        if mkdir(piecesDirectory, 0o700) != 0 && errno != EEXIST { throw .fileSystem(path: piecesDirectory, errno: errno) }
+        try Self.ensureDirectory(piecesDirectory)
+    }
+
+    /// Makes `path` (mode 0700) if it is missing, durably: its parent is fsynced after.
+    static func ensureDirectory(_ path: String) throws(VaultError) {
+        if mkdir(path, 0o700) != 0 {
+            guard errno == EEXIST else { throw .fileSystem(path: path, errno: errno) }
+            return
+        }
+        try syncDirectory((path as NSString).deletingLastPathComponent)
+    }
+
+    /// Flushes a directory's entries (a rename or a new name is durable only then).
+    static func syncDirectory(_ path: String) throws(VaultError) {
+        let fd = Foundation.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw .fileSystem(path: path, errno: errno) }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else { throw .fileSystem(path: path, errno: errno) }
     }
 
     /// Runs `body` with this share's piece, read from its file in bounded memory.
@@ -67,10 +84,15 @@ extension Keystore {
         guard !files.isEmpty, let held = try? referencedPieceFiles(database) else { return }
         let unreferenced = files.filter { !held.contains($0) }
         guard !unreferenced.isEmpty else { return }
+        removeUnreferencedPieceFiles(unreferenced)
+    }
+
+    /// Unlinks those of `names` that no row references, checked under the write lock.
+    func removeUnreferencedPieceFiles(_ names: [String]) {
         try? database.writeWithoutTransaction { db in
             try db.inTransaction(.immediate) {
                 let held = try referencedPieceFiles(db)
-                for name in unreferenced where !held.contains(name) { unlink(piecesDirectory + "/" + name) }
+                for name in names where !held.contains(name) { unlink(piecesDirectory + "/" + name) }
                 return .commit
             }
         }
@@ -86,9 +108,6 @@ extension Keystore {
 
     /// Flushes the folder's entries (a rename is durable only then).
     func syncPiecesDirectory() throws(VaultError) {
-        let fd = Foundation.open(piecesDirectory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw .fileSystem(path: piecesDirectory, errno: errno) }
-        defer { close(fd) }
-        guard fsync(fd) == 0 else { throw .fileSystem(path: piecesDirectory, errno: errno) }
+        try Self.syncDirectory(piecesDirectory)
     }
 }

@@ -142,9 +142,10 @@ extension Keystore {
                 try db.execute(sql: "DELETE FROM item WHERE key_id = ?", arguments: [Data(keyID)])
             }
         }
-        // After the commit: a crash in between leaves a file no row references, which the
+        // After the commit, and only if no row took the name again meanwhile (the same share
+        // delivered anew): a crash in between leaves a file no row references, which the
         // next open sweeps (PieceFiles.swift).
-        unlink(pieceFile(secret.header))
+        removeUnreferencedPieceFiles([(pieceFile(secret.header) as NSString).lastPathComponent])
     }
 
     /// Gives a stored secret a local name, or none.
@@ -269,23 +270,31 @@ extension Keystore {
         _ staged: [StagedBundle], identity: Identity, role: StoredSecret.Role, names: [Label?], trusted: [Peer],
         named: (Int, VaultError) -> VaultError
     ) throws(VaultError) -> [StoredSecret] {
-        var renamed: [String] = []
         do {
             return try write { db in
-                let stored = try staged.enumerated().map { index, bundle in
-                    do {
-                        return try self.insert(bundle, role: role, name: names[index], identity: identity, trusted: trusted, db) {
-                            renamed.append($0)
+                // Renamed files are removed here, under the write lock, should anything fail:
+                // once it is released, another process may give the same name a row.
+                var renamed: [String] = []
+                do {
+                    let stored = try staged.enumerated().map { index, bundle in
+                        do {
+                            return try self.insert(bundle, role: role, name: names[index], identity: identity, trusted: trusted, db) {
+                                renamed.append($0)
+                            }
+                        } catch {
+                            throw named(index, VaultError.wrapping(error))
                         }
-                    } catch {
-                        throw named(index, VaultError.wrapping(error))
                     }
+                    try self.syncPiecesDirectory()
+                    return stored
+                } catch {
+                    for path in renamed { unlink(path) }
+                    throw error
                 }
-                try self.syncPiecesDirectory()
-                return stored
             }
         } catch {
-            for path in renamed { unlink(path) }
+            // Transient names are this process's own. A commit that failed after the renames
+            // leaves final names without rows, for the sweep.
             for bundle in staged { unlink(bundle.path) }
             throw error
         }

@@ -37,7 +37,9 @@ enum PayloadStream {
         let fullChunks = sealed / UInt64(sealedChunkLength)
         let rest = sealed % UInt64(sealedChunkLength)
         if rest == 0 { return fullChunks * UInt64(chunkLength) }
-        guard rest >= UInt64(tagLength) else { return nil }
+        // An empty chunk is the last only of an empty stream: after a full chunk, the full
+        // chunk is the last one. So each length has one stream.
+        guard rest > UInt64(tagLength) || (rest == UInt64(tagLength) && fullChunks == 0) else { return nil }
         return fullChunks * UInt64(chunkLength) + rest - UInt64(tagLength)
     }
 

@@ -16,7 +16,6 @@ final class PieceStage: @unchecked Sendable {
     private let queue = DispatchQueue(label: "vault.piece-stage")
     private let free = DispatchSemaphore(value: PieceStage.sets)
     private let buffers: [UnsafeMutableRawPointer]
-    private var lengths = [Int](repeating: 0, count: PieceStage.sets)
     private var next = 0
     private let lock = NSLock()
     private var failure: Error?
@@ -49,12 +48,11 @@ final class PieceStage: @unchecked Sendable {
     func submit(length: Int) {
         let set = next
         next = (next + 1) % Self.sets
-        lengths[set] = length
         queue.async { [self] in
             DispatchQueue.concurrentPerform(iterations: n) { j in
                 guard lock.withLock({ failure == nil }) else { return }
                 do {
-                    try work(j, UnsafeRawBufferPointer(start: buffers[set] + j * Dispersal.segmentLength, count: lengths[set]))
+                    try work(j, UnsafeRawBufferPointer(start: buffers[set] + j * Dispersal.segmentLength, count: length))
                 } catch {
                     lock.withLock { if failure == nil { failure = error } }
                 }

@@ -84,5 +84,8 @@ import Testing
         #expect(throws: SecretStream.Failure.truncated) { try open([], key: key) }
         #expect(PayloadStream.plaintextLength(sealed: 15) == nil)
         #expect(PayloadStream.plaintextLength(sealed: UInt64(chunk + 3)) == nil)
+        // An empty chunk after a full one is never written, so no header may claim one.
+        #expect(PayloadStream.plaintextLength(sealed: UInt64(chunk + 16)) == nil)
+        #expect(PayloadStream.plaintextLength(sealed: 16) == 0)
     }
 }
