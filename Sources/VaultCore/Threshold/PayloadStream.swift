@@ -54,19 +54,29 @@ enum PayloadStream {
     /// How many cores to spread a batch over.
     static let workers = max(1, min(batch, ProcessInfo.processInfo.activeProcessorCount))
 
+    /// Where the other workers run: a queue of vault's own, on dispatch's ordinary threads.
+    /// Not `concurrentPerform`, which, called from a Swift concurrency thread (a sync test,
+    /// an async command), takes its helpers from the cooperative pool too and could hold
+    /// every thread of it, stalling every task in the process (network handlers among them)
+    /// while a large payload is sealed.
+    private static let helpers = DispatchQueue(label: "vault.payload-stream", attributes: .concurrent)
+
     /// Runs `body(worker, chunk)` for chunks 0..<count, spread over the workers; worker w
     /// takes chunks w, w + workers, … so that each worker's cipher is used by one thread.
+    /// Worker 0 is the caller's own thread.
     static func spread(_ count: Int, _ body: (Int, Int) -> Void) {
         let workers = min(Self.workers, count)
-        if workers <= 1 {
-            for chunk in 0..<count { body(0, chunk) }
-            return
-        }
-        // Each worker touches only its own chunks and its own cipher; concurrentPerform
-        // returns once all are done, so nothing outlives the caller's buffers.
-        nonisolated(unsafe) let work = body
-        DispatchQueue.concurrentPerform(iterations: workers) { worker in
-            for chunk in stride(from: worker, to: count, by: workers) { work(worker, chunk) }
+        // Each worker touches only its own chunks and its own cipher; the caller waits for
+        // every helper before it returns, so nothing outlives the caller's buffers.
+        withoutActuallyEscaping(body) { body in
+            nonisolated(unsafe) let work = body
+            let run: @Sendable (Int) -> Void = { worker in
+                for chunk in stride(from: worker, to: count, by: workers) { work(worker, chunk) }
+            }
+            let group = DispatchGroup()
+            for worker in 1..<max(workers, 1) { helpers.async(group: group) { run(worker) } }
+            run(0)
+            group.wait()
         }
     }
 }
