@@ -54,12 +54,13 @@ enum PayloadStream {
     /// How many cores to spread a batch over.
     static let workers = max(1, min(batch, ProcessInfo.processInfo.activeProcessorCount))
 
-    /// Where the other workers run: a queue of vault's own, on dispatch's ordinary threads.
-    /// Not `concurrentPerform`, which, called from a Swift concurrency thread (a sync test,
-    /// an async command), takes its helpers from the cooperative pool too and could hold
-    /// every thread of it, stalling every task in the process (network handlers among them)
-    /// while a large payload is sealed.
-    private static let helpers = DispatchQueue(label: "vault.payload-stream", attributes: .concurrent)
+    /// Where the other workers run: one serial queue each, of vault's own. Not
+    /// `concurrentPerform`, nor a concurrent queue: both draw on dispatch's pool of as many
+    /// threads as cores, which on Linux Swift concurrency shares, so a payload sealed from a
+    /// task (a sync test, an async command) could hold every thread of it and stall every
+    /// task in the process, network handlers among them, until dispatch noticed and added
+    /// threads, seconds later. A serial queue gets a thread of its own when it has work.
+    private static let helpers = (1..<workers).map { DispatchQueue(label: "vault.payload-stream.\($0)") }
 
     /// Runs `body(worker, chunk)` for chunks 0..<count, spread over the workers; worker w
     /// takes chunks w, w + workers, … so that each worker's cipher is used by one thread.
@@ -74,7 +75,7 @@ enum PayloadStream {
                 for chunk in stride(from: worker, to: count, by: workers) { work(worker, chunk) }
             }
             let group = DispatchGroup()
-            for worker in 1..<max(workers, 1) { helpers.async(group: group) { run(worker) } }
+            for worker in 1..<max(workers, 1) { helpers[worker - 1].async(group: group) { run(worker) } }
             run(0)
             group.wait()
         }
