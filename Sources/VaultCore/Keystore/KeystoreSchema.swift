@@ -135,7 +135,7 @@ enum KeystoreSchema {
             }
             // The files' names are durable before the rows go (a power loss in between must
             // not keep the drop and lose the names).
-            try Keystore.syncDirectory(pieces)
+            try Keystore.sync(pieces, shownAs: pieces)
             try db.execute(sql: "DROP TABLE secret_piece")
         }
         return migrator

@@ -43,30 +43,29 @@ extension Keystore {
             guard errno == EEXIST else { throw .fileSystem(path: path, errno: errno) }
             return
         }
-        try syncDirectory((path as NSString).deletingLastPathComponent)
+        let parent = (path as NSString).deletingLastPathComponent
+        try sync(parent, shownAs: parent)
     }
 
-    /// Flushes a directory's entries (a rename or a new name is durable only then).
-    static func syncDirectory(_ path: String) throws(VaultError) {
-        let fd = Foundation.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw .fileSystem(path: path, errno: errno) }
+    /// Flushes a file, or a directory's entries (a rename or a new name is durable only
+    /// then), to the disk; errors name it `shownAs`.
+    static func sync(_ path: String, shownAs name: String) throws(VaultError) {
+        let fd = Foundation.open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw .fileSystem(path: name, errno: errno) }
         defer { close(fd) }
-        guard fsync(fd) == 0 else { throw .fileSystem(path: path, errno: errno) }
+        guard fsync(fd) == 0 else { throw .fileSystem(path: name, errno: errno) }
     }
 
     /// Runs `body` with this share's piece, read from its file in bounded memory.
     func withPiece<T>(_ secret: StoredSecret, _ body: (inout any ByteSource) throws -> T) throws -> T {
-        let path = pieceFile(secret.header)
-        let pieceLength = Dispersal.pieceLength(dataLength: secret.header.ciphertextLength, k: secret.header.threshold)
-        let offset = secret.prefixLength + ShareBundle.bodyPrefixLength
         let file: FileSource
         do {
-            file = try FileSource.skipping(offset, of: path)
+            file = try FileSource.skipping(secret.prefixLength + ShareBundle.bodyPrefixLength, of: pieceFile(secret.header))
         } catch {
             throw VaultError.keystoreCorrupt("the piece file of share \(secret.header.secretIDHex.prefix(16)) cannot be read (\(VaultError.words(for: error)))")
         }
         // The length is checked before any byte is used; the commitment checks the bytes.
-        guard file.size == UInt64(offset) + pieceLength else {
+        guard file.size == ShareBundle.length(prefixLength: secret.prefixLength, header: secret.header) else {
             throw VaultError.keystoreCorrupt("the piece file of share \(secret.header.secretIDHex.prefix(16)) has the wrong size")
         }
         var source: any ByteSource = file
@@ -108,6 +107,6 @@ extension Keystore {
 
     /// Flushes the folder's entries (a rename is durable only then).
     func syncPiecesDirectory() throws(VaultError) {
-        try Self.syncDirectory(piecesDirectory)
+        try Self.sync(piecesDirectory, shownAs: piecesDirectory)
     }
 }

@@ -193,71 +193,67 @@ extension Keystore {
         let path: String
     }
 
-    /// Copies a bundle into a new piece file, checking it on the way.
-    private func stage(copying source: inout some ByteSource, identity: Identity, trusted: [Peer]) throws -> StagedBundle {
+    /// A bundle's head: its prefix, verified, and its sealed keys, opened. A bundle this
+    /// keystore would not keep is refused here, before its piece is read; the transaction
+    /// that keeps it checks again.
+    private func readHead(_ source: inout some ByteSource, identity: Identity, trusted: [Peer])
+        throws -> (header: BundleHeader, prefix: [UInt8], box: [UInt8], keyShare: SecureBytes) {
         let (header, prefix) = try ShareBundle.parsePrefix { try source.readFully($0) }
-        // Refused before a byte is copied; checked again in the transaction that keeps it.
         try read { db in try self.check(header, identity: identity, trusted: trusted, db) }
         let box = try source.readFully(ShareBundle.bodyPrefixLength)
         guard box.count == ShareBundle.bodyPrefixLength else { throw VaultError.truncated(what: "the share bundle") }
         let keyShare = try ShareBundle.openBox(box, header: header, holder: identity)
+        guard header.keyShareMatches(index: header.holderIndex, keyShare: keyShare) else {
+            throw VaultError.malformed(what: "the share bundle", detail: "its key share does not match the dealer's proof key")
+        }
+        return (header, prefix, box, keyShare)
+    }
+
+    /// Copies a bundle into a new piece file, checking it on the way.
+    private func stage(copying source: inout some ByteSource, identity: Identity, trusted: [Peer]) throws -> StagedBundle {
+        let head = try readHead(&source, identity: identity, trusted: trusted)
         let file = try newBundleFile()
-        try (prefix + box).withUnsafeBytes { try file.write($0) }
-        let hasher = BundleHeader.commitmentHasher()
+        try (head.prefix + head.box).withUnsafeBytes { try file.write($0) }
         var writeFailure: VaultError?
-        let reader = PieceReader(source: source, length: Self.pieceLength(header), observe: { bytes in
-            hasher.update(bytes)
-            // A write failure (a full disk) is kept and thrown once the reader returns.
+        try Self.checkPiece(of: source, header: head.header) { bytes in
+            // A write failure (a full disk) is kept and thrown once the piece is read.
             do throws(VaultError) { try file.write(bytes) } catch { writeFailure = writeFailure ?? error }
-        })
-        try Self.readPiece(reader)
+        }
         if let writeFailure { throw writeFailure }
-        try Self.checkPiece(hash: hasher.finish(), keyShare: keyShare, header: header)
         try file.commit()
-        return StagedBundle(header: header, prefix: prefix, box: box, path: file.path)
+        return StagedBundle(header: head.header, prefix: head.prefix, box: head.box, path: file.path)
     }
 
     /// Moves a bundle file this process wrote into the pieces folder and checks it there;
-    /// the file is gone afterwards, staged or not.
+    /// the file is gone afterwards, staged or not. `checkPiece` false trusts the piece's
+    /// bytes (the dealer's own, hashed as they were written) and checks only its length.
     private func stage(moving path: String, identity: Identity, trusted: [Peer], checkPiece: Bool) throws -> StagedBundle {
         try ensurePiecesDirectory()
-        let target = piecesDirectory + "/" + VaultHome.transientFileName("vshare")
+        var staged = path
         if (path as NSString).deletingLastPathComponent != piecesDirectory {
-            guard rename(path, target) == 0 else {
+            staged = piecesDirectory + "/" + VaultHome.transientFileName("vshare")
+            guard rename(path, staged) == 0 else {
                 // Another file system: copied instead (vault's own callers write in the folder).
-                guard errno == EXDEV else {
-                    let failure = errno
-                    unlink(path)
-                    throw VaultError.fileSystem(path: piecesDirectory, errno: failure)
-                }
+                let failure = errno
                 defer { unlink(path) }
+                guard failure == EXDEV else { throw VaultError.fileSystem(path: piecesDirectory, errno: failure) }
                 var source = try FileSource(path: path)
                 return try stage(copying: &source, identity: identity, trusted: trusted)
             }
         }
-        let staged = (path as NSString).deletingLastPathComponent == piecesDirectory ? path : target
         do {
             var source = try FileSource(path: staged)
-            let (header, prefix) = try ShareBundle.parsePrefix { try source.readFully($0) }
-            try read { db in try self.check(header, identity: identity, trusted: trusted, db) }
-            let box = try source.readFully(ShareBundle.bodyPrefixLength)
-            guard box.count == ShareBundle.bodyPrefixLength else { throw VaultError.truncated(what: "the share bundle") }
-            let keyShare = try ShareBundle.openBox(box, header: header, holder: identity)
+            let head = try readHead(&source, identity: identity, trusted: trusted)
             if checkPiece {
-                let hasher = BundleHeader.commitmentHasher()
-                try Self.readPiece(PieceReader(source: source, length: Self.pieceLength(header), observe: hasher.update))
-                try Self.checkPiece(hash: hasher.finish(), keyShare: keyShare, header: header)
+                try Self.checkPiece(of: source, header: head.header)
             } else {
-                guard source.size == UInt64(prefix.count + box.count) + Self.pieceLength(header) else {
+                guard source.size == ShareBundle.length(prefixLength: head.prefix.count, header: head.header) else {
                     throw VaultError.malformed(what: "the share bundle", detail: "its piece has the wrong length")
                 }
-                try Self.checkPiece(hash: header.commitments[header.holderIndex - 1], keyShare: keyShare, header: header)
             }
             // Durable before any row refers to it.
-            let fd = Foundation.open(staged, O_RDONLY | O_CLOEXEC)
-            defer { if fd >= 0 { close(fd) } }
-            guard fd >= 0, fsync(fd) == 0 else { throw VaultError.fileSystem(path: piecesDirectory, errno: errno) }
-            return StagedBundle(header: header, prefix: prefix, box: box, path: staged)
+            try Self.sync(staged, shownAs: piecesDirectory)
+            return StagedBundle(header: head.header, prefix: head.prefix, box: head.box, path: staged)
         } catch {
             unlink(staged)
             throw error
@@ -321,12 +317,15 @@ extension Keystore {
         return try StoredSecret(row: Row.fetchOne(db, sql: "SELECT * FROM secret WHERE id = ?", arguments: [Data(header.rowID)])!)
     }
 
-    private static func pieceLength(_ header: BundleHeader) -> UInt64 {
-        Dispersal.pieceLength(dataLength: header.ciphertextLength, k: header.threshold)
-    }
-
-    /// Reads a bundle's piece to its end, which must be the file's.
-    private static func readPiece(_ reader: PieceReader) throws {
+    /// Reads a bundle's piece to its end, which must be the file's, and checks it against
+    /// the dealer's commitment; `observe` sees every byte on the way.
+    private static func checkPiece(of source: some ByteSource, header: BundleHeader,
+                                   observe: @escaping (UnsafeRawBufferPointer) -> Void = { _ in }) throws {
+        let hasher = BundleHeader.commitmentHasher()
+        let reader = PieceReader(source: source, length: header.pieceLength) { bytes in
+            hasher.update(bytes)
+            observe(bytes)
+        }
         do {
             try reader.drain()
         } catch VaultError.truncated {
@@ -334,18 +333,8 @@ extension Keystore {
         } catch VaultError.malformed {
             throw VaultError.malformed(what: "the share bundle", detail: "bytes follow the piece")
         }
-    }
-
-    /// The piece against the dealer's commitment, and the key share against its proof key.
-    private static func checkPiece(hash: [UInt8], keyShare: SecureBytes, header: BundleHeader) throws(VaultError) {
-        let index = header.holderIndex
-        guard Sodium.equal(hash, header.commitments[index - 1]) else {
-            throw .malformed(what: "the share bundle", detail: "its piece does not match the dealer's commitment")
-        }
-        let possession = BundleHeader.possessionKeyPair(secretID: header.secretID, index: index, keyShare: keyShare,
-                                                        commitment: header.commitments[index - 1])
-        guard possession.publicKey == header.possessionKeys[index - 1] else {
-            throw .malformed(what: "the share bundle", detail: "its key share does not match the dealer's proof key")
+        guard Sodium.equal(hasher.finish(), header.commitments[header.holderIndex - 1]) else {
+            throw VaultError.malformed(what: "the share bundle", detail: "its piece does not match the dealer's commitment")
         }
     }
 }

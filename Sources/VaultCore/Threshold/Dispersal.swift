@@ -39,22 +39,21 @@ enum Dispersal {
         private let matrix: [[UInt8]]
         private var stripe: [UInt8]
         private var filled = 0
-        private var outputs: [[UInt8]] = []
         private let target: () throws -> [UnsafeMutableRawPointer]
         private let emit: (Int) throws -> Void
 
         /// `emit(segments)` receives each stripe's segments, piece 1's first; they are
         /// valid only during the call.
         convenience init(k: Int, n: Int, emit: @escaping ([UnsafeRawBufferPointer]) throws -> Void) {
-            var buffers: [UnsafeMutablePointer<UInt8>] = []
-            self.init(k: k, n: n, into: { buffers.map(UnsafeMutableRawPointer.init) }) { length in
+            let buffers = (0..<n).map { _ in UnsafeMutableRawPointer.allocate(byteCount: Dispersal.segmentLength, alignment: 64) }
+            self.init(k: k, n: n, into: { buffers }) { length in
                 try emit(buffers.map { UnsafeRawBufferPointer(start: $0, count: length) })
             }
-            buffers = (0..<n).map { _ in .allocate(capacity: Dispersal.segmentLength) }
             owned = buffers
         }
 
-        private var owned: [UnsafeMutablePointer<UInt8>] = []
+        /// The buffers of the convenience initializer, released with the encoder.
+        private var owned: [UnsafeMutableRawPointer] = []
 
         /// Encodes each stripe into the n buffers (of ``Dispersal/segmentLength`` bytes each)
         /// that `target()` gives, then calls `emit(length)` with the segments' length: the

@@ -85,9 +85,8 @@ enum PayloadStream {
 /// Seals a payload stream written in pieces of any size, a batch of chunks at a time.
 final class PayloadSealer {
     private let ciphers: [AESGCMChunkCipher]
-    /// Plaintext waiting: up to a batch of chunks, in locked memory, erased on release.
-    private let pending: SecureBytes
-    private var count = 0
+    /// Plaintext waiting: up to a batch of chunks.
+    private let pending = ChunkAccumulator(capacity: PayloadStream.batch * PayloadStream.chunkLength)
     private var sealed: [UInt8]
     private var counter: UInt64 = 0
     private let emit: (UnsafeRawBufferPointer) throws -> Void
@@ -97,7 +96,6 @@ final class PayloadSealer {
     init(key: SecureBytes, emit: @escaping (UnsafeRawBufferPointer) throws -> Void) {
         precondition(key.count == 32)
         ciphers = (0..<PayloadStream.workers).map { _ in key.withUnsafeBytes { AESGCMChunkCipher(key: $0, sealing: true) } }
-        pending = SecureBytes(count: PayloadStream.batch * PayloadStream.chunkLength)
         sealed = [UInt8](repeating: 0, count: PayloadStream.batch * PayloadStream.sealedChunkLength)
         self.emit = emit
     }
@@ -106,14 +104,7 @@ final class PayloadSealer {
     /// must wait until the end of input is known.
     func write(_ bytes: UnsafeRawBufferPointer) throws {
         precondition(!finished)
-        var offset = 0
-        while offset < bytes.count {
-            if count == pending.count { try seal(length: count, final: false) }
-            let take = min(bytes.count - offset, pending.count - count)
-            pending.withUnsafeMutableBytes { ($0.baseAddress! + count).copyMemory(from: bytes.baseAddress! + offset, byteCount: take) }
-            count += take
-            offset += take
-        }
+        try pending.append(bytes) { try seal($0, final: false) }
     }
 
     /// Reads plaintext from `source` straight into the pending batch, with no copy on the
@@ -121,46 +112,35 @@ final class PayloadSealer {
     /// chunk, which moves to the front: it is the final one if the source ends now.
     func read(from source: inout some ByteSource) throws -> Int {
         precondition(!finished)
-        if count == pending.count {
-            let kept = PayloadStream.chunkLength
-            try seal(length: count - kept, final: false)
-            pending.withUnsafeMutableBytes { $0.baseAddress!.copyMemory(from: $0.baseAddress! + $0.count - kept, byteCount: kept) }
-            count = kept
-        }
-        let read = try pending.withUnsafeMutableBytes { try source.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[count...])) }
-        count += read
-        return read
+        if pending.isFull { try pending.drain(keepingLast: PayloadStream.chunkLength) { try seal($0, final: false) } }
+        return try pending.fill(from: &source)
     }
 
     /// Seals what remains, its last chunk marked final.
     func finish() throws {
         precondition(!finished)
-        try seal(length: count, final: true)
+        try pending.drain { try seal($0, final: true) }
         finished = true
     }
 
-    /// Seals `length` pending bytes as consecutive chunks (one empty chunk for nothing).
-    private func seal(length: Int, final: Bool) throws {
-        let chunks = max(1, (length + PayloadStream.chunkLength - 1) / PayloadStream.chunkLength)
+    /// Seals `plain` as consecutive chunks (one empty chunk for nothing).
+    private func seal(_ plain: UnsafeRawBufferPointer, final: Bool) throws {
+        let chunks = max(1, (plain.count + PayloadStream.chunkLength - 1) / PayloadStream.chunkLength)
         let first = counter
-        pending.withUnsafeBytes { plain in
-            sealed.withUnsafeMutableBytes { out in
-                PayloadStream.spread(chunks) { worker, chunk in
-                    let start = chunk * PayloadStream.chunkLength
-                    let size = min(PayloadStream.chunkLength, length - start)
-                    let nonce = PayloadStream.nonce(first + UInt64(chunk), last: final && chunk == chunks - 1)
-                    nonce.withUnsafeBytes { nonce in
-                        ciphers[worker].seal(UnsafeRawBufferPointer(rebasing: plain[start..<start + size]), nonce: nonce,
-                                             into: UnsafeMutableRawBufferPointer(rebasing: out[chunk * PayloadStream.sealedChunkLength..<chunk * PayloadStream.sealedChunkLength + size + PayloadStream.tagLength]))
-                    }
+        sealed.withUnsafeMutableBytes { out in
+            PayloadStream.spread(chunks) { worker, chunk in
+                let start = chunk * PayloadStream.chunkLength
+                let size = min(PayloadStream.chunkLength, plain.count - start)
+                let target = chunk * PayloadStream.sealedChunkLength
+                PayloadStream.nonce(first + UInt64(chunk), last: final && chunk == chunks - 1).withUnsafeBytes { nonce in
+                    ciphers[worker].seal(UnsafeRawBufferPointer(rebasing: plain[start..<start + size]), nonce: nonce,
+                                         into: UnsafeMutableRawBufferPointer(rebasing: out[target..<target + size + PayloadStream.tagLength]))
                 }
             }
         }
         counter += UInt64(chunks)
-        count = 0
-        let total = length + chunks * PayloadStream.tagLength
         // Full chunks are contiguous in `sealed`, and only the last may be short.
-        try sealed.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<total])) }
+        try sealed.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<plain.count + chunks * PayloadStream.tagLength])) }
     }
 }
 
@@ -168,72 +148,59 @@ final class PayloadSealer {
 /// only authenticated plaintext.
 final class PayloadOpener {
     private let ciphers: [AESGCMChunkCipher]
-    private var pending: [UInt8]
-    private var count = 0
+    private let pending = ChunkAccumulator(capacity: PayloadStream.batch * PayloadStream.sealedChunkLength)
     /// Opened plaintext, in locked memory, erased on release.
-    private let plain: SecureBytes
+    private let plain = SecureBytes(count: PayloadStream.batch * PayloadStream.chunkLength)
     private var counter: UInt64 = 0
     private let emit: (UnsafeRawBufferPointer) throws -> Void
 
     init(key: SecureBytes, emit: @escaping (UnsafeRawBufferPointer) throws -> Void) {
         precondition(key.count == 32)
         ciphers = (0..<PayloadStream.workers).map { _ in key.withUnsafeBytes { AESGCMChunkCipher(key: $0, sealing: false) } }
-        pending = [UInt8](repeating: 0, count: PayloadStream.batch * PayloadStream.sealedChunkLength)
-        plain = SecureBytes(count: PayloadStream.batch * PayloadStream.chunkLength)
         self.emit = emit
     }
 
     func write(_ bytes: UnsafeRawBufferPointer) throws {
-        var offset = 0
-        while offset < bytes.count {
-            if count == pending.count { try open(length: count, final: false) }
-            let take = min(bytes.count - offset, pending.count - count)
-            pending.withUnsafeMutableBytes { ($0.baseAddress! + count).copyMemory(from: bytes.baseAddress! + offset, byteCount: take) }
-            count += take
-            offset += take
-        }
+        try pending.append(bytes) { try open($0, final: false) }
     }
 
     /// Ends the stream: what remains ends with the final chunk.
     func finish() throws {
-        guard count >= PayloadStream.tagLength else { throw SecretStream.Failure.truncated }
-        try open(length: count, final: true)
+        guard pending.count >= PayloadStream.tagLength else { throw SecretStream.Failure.truncated }
+        try pending.drain { try open($0, final: true) }
     }
 
-    private func open(length: Int, final: Bool) throws {
-        let chunks = (length + PayloadStream.sealedChunkLength - 1) / PayloadStream.sealedChunkLength
-        let lastLength = length - (chunks - 1) * PayloadStream.sealedChunkLength
+    private func open(_ input: UnsafeRawBufferPointer, final: Bool) throws {
+        let chunks = (input.count + PayloadStream.sealedChunkLength - 1) / PayloadStream.sealedChunkLength
+        let lastLength = input.count - (chunks - 1) * PayloadStream.sealedChunkLength
         // A short chunk is the final one; a final chunk shorter than a tag is no chunk.
         guard lastLength >= PayloadStream.tagLength else { throw SecretStream.Failure.truncated }
         let first = counter
         var failures = [SecretStream.Failure?](repeating: nil, count: chunks)
-        pending.withUnsafeBytes { input in
-            plain.withUnsafeMutableBytes { out in
-                failures.withUnsafeMutableBufferPointer { failures in
-                    PayloadStream.spread(chunks) { worker, chunk in
-                        let start = chunk * PayloadStream.sealedChunkLength
-                        let size = chunk == chunks - 1 ? lastLength : PayloadStream.sealedChunkLength
-                        let last = final && chunk == chunks - 1
-                        let sealedChunk = UnsafeRawBufferPointer(rebasing: input[start..<start + size])
-                        let target = UnsafeMutableRawBufferPointer(
-                            rebasing: out[chunk * PayloadStream.chunkLength..<chunk * PayloadStream.chunkLength + size - PayloadStream.tagLength])
-                        func opens(last: Bool) -> Bool {
-                            PayloadStream.nonce(first + UInt64(chunk), last: last).withUnsafeBytes {
-                                ciphers[worker].open(sealedChunk, nonce: $0, into: target)
-                            }
+        plain.withUnsafeMutableBytes { out in
+            failures.withUnsafeMutableBufferPointer { failures in
+                PayloadStream.spread(chunks) { worker, chunk in
+                    let start = chunk * PayloadStream.sealedChunkLength
+                    let size = chunk == chunks - 1 ? lastLength : PayloadStream.sealedChunkLength
+                    let last = final && chunk == chunks - 1
+                    let sealedChunk = UnsafeRawBufferPointer(rebasing: input[start..<start + size])
+                    let target = UnsafeMutableRawBufferPointer(
+                        rebasing: out[chunk * PayloadStream.chunkLength..<chunk * PayloadStream.chunkLength + size - PayloadStream.tagLength])
+                    func opens(last: Bool) -> Bool {
+                        PayloadStream.nonce(first + UInt64(chunk), last: last).withUnsafeBytes {
+                            ciphers[worker].open(sealedChunk, nonce: $0, into: target)
                         }
-                        guard !opens(last: last) else { return }
-                        // Why it failed, for the message: a chunk that opens under the other
-                        // flag was cut from, or appended to, a real stream.
-                        failures[chunk] = opens(last: !last) ? (last ? .truncated : .trailingData) : .forged
-                        if target.count > 0 { target.initializeMemory(as: UInt8.self, repeating: 0) }
                     }
+                    guard !opens(last: last) else { return }
+                    // Why it failed, for the message: a chunk that opens under the other
+                    // flag was cut from, or appended to, a real stream.
+                    failures[chunk] = opens(last: !last) ? (last ? .truncated : .trailingData) : .forged
+                    if target.count > 0 { target.initializeMemory(as: UInt8.self, repeating: 0) }
                 }
             }
         }
         if let failure = failures.lazy.compactMap({ $0 }).first { throw failure }
         counter += UInt64(chunks)
-        count = 0
-        try plain.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<length - chunks * PayloadStream.tagLength])) }
+        try plain.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<input.count - chunks * PayloadStream.tagLength])) }
     }
 }

@@ -35,7 +35,7 @@ public enum ReleasedPiece {
     /// The exact length of a released piece of `secret`: a receiver refuses any other before
     /// it stores a byte.
     public static func length(for secret: BundleHeader) -> UInt64 {
-        let piece = Dispersal.pieceLength(dataLength: secret.ciphertextLength, k: secret.threshold)
+        let piece = secret.pieceLength
         return UInt64(bodyOffset) + piece + 64
     }
 
@@ -80,7 +80,7 @@ public enum ReleasedPiece {
             throw VaultError.notAHolder(label: recipient.label.value)
         }
         let keyShare = try ShareBundle.openBox(secret.box, header: header, holder: identity)
-        let pieceLength = Dispersal.pieceLength(dataLength: header.ciphertextLength, k: header.threshold)
+        let pieceLength = header.pieceLength
         let oneTime = OneTimeKey(random: random)
         let releaseHeader = Header(secretID: header.secretID, from: header.holderIndex, to: to, sender: identity.card,
                                    recipientKey: recipient.card.agreementKey, oneTimeKey: oneTime.publicKey, pieceLength: pieceLength)
@@ -183,7 +183,7 @@ public enum ReleasedPiece {
               secret.index(of: header.sender.agreementKey) == header.from else {
             throw VaultError.malformed(what: path, detail: "its sender is not holder \(header.from) of this secret")
         }
-        guard header.pieceLength == Dispersal.pieceLength(dataLength: secret.ciphertextLength, k: secret.threshold) else {
+        guard header.pieceLength == secret.pieceLength else {
             throw VaultError.malformed(what: path, detail: "wrong piece length")
         }
         let signature = try source.readFully(64)

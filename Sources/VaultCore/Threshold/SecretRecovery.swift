@@ -64,16 +64,15 @@ public enum SecretRecovery {
             }
         }
 
-        let pieceLength = Dispersal.pieceLength(dataLength: header.ciphertextLength, k: header.threshold)
         var good: [Candidate] = []
         // The work: every candidate piece read once to verify it, then the ciphertext rebuilt.
-        progress?.expect(UInt64(candidates.count) * pieceLength + header.ciphertextLength)
+        progress?.expect(UInt64(candidates.count) * header.pieceLength + header.ciphertextLength)
         for candidate in candidates {
             let problem = try candidate.file == nil
                 ? keystore.withPiece(secret) {
-                    try verify(candidate, header: header, pieceLength: pieceLength, source: MeteredSource($0, meter: progress))
+                    try verify(candidate, header: header, source: MeteredSource($0, meter: progress))
                 }
-                : verify(candidate, header: header, pieceLength: pieceLength,
+                : verify(candidate, header: header,
                          source: MeteredSource(try FileSource.skipping(candidate.file!.offset, of: candidate.file!.path), meter: progress))
             let outcome = PieceOutcome(source: candidate.source, index: candidate.index, sender: candidate.sender, problem: problem)
             verified(outcome)
@@ -104,7 +103,7 @@ public enum SecretRecovery {
         try keystore.withPiece(secret) { ownSource in
             let readers = try chosen.map { candidate -> PieceReader in
                 let source: any ByteSource = try candidate.file.map { try FileSource.skipping($0.offset, of: $0.path) } ?? ownSource
-                return PieceReader(source: source, length: pieceLength, trailer: candidate.release == nil ? 0 : 64)
+                return PieceReader(source: source, length: header.pieceLength, trailer: candidate.release == nil ? 0 : 64)
             }
             let decoder = Dispersal.Decoder(xs: chosen.map { UInt8($0.index) })
             let layout = Dispersal.segments(dataLength: header.ciphertextLength, k: header.threshold)
@@ -153,9 +152,7 @@ public enum SecretRecovery {
         }
         let candidate = Candidate(index: opened.header.from, keyShare: opened.keyShare, source: path, sender: opened.sender,
                                   file: (path, opened.bodyOffset), release: opened.header)
-        return try verify(candidate, header: header,
-                          pieceLength: Dispersal.pieceLength(dataLength: header.ciphertextLength, k: header.threshold),
-                          source: FileSource.skipping(opened.bodyOffset, of: path))
+        return try verify(candidate, header: header, source: FileSource.skipping(opened.bodyOffset, of: path))
     }
 
     private static func ciphertextError(_ failure: SecretStream.Failure) -> VaultError {
@@ -173,10 +170,10 @@ public enum SecretRecovery {
     }
 
     /// Nil if the piece matches its commitment and the key share its proof key.
-    private static func verify(_ candidate: Candidate, header: BundleHeader, pieceLength: UInt64,
+    private static func verify(_ candidate: Candidate, header: BundleHeader,
                                source: any ByteSource) throws -> String? {
         let hasher = BundleHeader.commitmentHasher()
-        let reader = PieceReader(source: source, length: pieceLength, trailer: candidate.release == nil ? 0 : 64, observe: hasher.update)
+        let reader = PieceReader(source: source, length: header.pieceLength, trailer: candidate.release == nil ? 0 : 64, observe: hasher.update)
         let trailer: [UInt8]
         do {
             trailer = try reader.drain()
@@ -192,13 +189,10 @@ public enum SecretRecovery {
            !release.sender.verify(signature: trailer, of: ReleasedPiece.pieceSignatureMessage(release, pieceHash: pieceHash)) {
             return "damaged: its piece was altered after its sender signed it"
         }
-        let commitment = header.commitments[candidate.index - 1]
-        guard Sodium.equal(pieceHash, commitment) else {
+        guard Sodium.equal(pieceHash, header.commitments[candidate.index - 1]) else {
             return "forged: it does not match the dealer's commitment"
         }
-        let key = BundleHeader.possessionKeyPair(secretID: header.secretID, index: candidate.index,
-                                                 keyShare: candidate.keyShare, commitment: commitment).publicKey
-        guard key == header.possessionKeys[candidate.index - 1] else {
+        guard header.keyShareMatches(index: candidate.index, keyShare: candidate.keyShare) else {
             return "forged: its key share does not match the dealer's proof key"
         }
         return nil

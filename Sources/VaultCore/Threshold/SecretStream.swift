@@ -52,45 +52,10 @@ enum SecretStream {
     }
 }
 
-/// Gathers bytes into chunks of a fixed size and hands a full chunk on only when more bytes
-/// arrive. The last chunk, full or short, stays behind until the end of input is known:
-/// that is what lets the sealer tag it FINAL and the opener demand the tag there.
-struct ChunkAccumulator {
-    private(set) var buffer: [UInt8]
-    private(set) var count = 0
-
-    init(capacity: Int) { buffer = [UInt8](repeating: 0, count: capacity) }
-
-    mutating func append(_ bytes: UnsafeRawBufferPointer, full: ([UInt8]) throws -> Void) rethrows {
-        var offset = 0
-        while offset < bytes.count {
-            if count == buffer.count {
-                try full(buffer)
-                count = 0
-            }
-            let take = min(bytes.count - offset, buffer.count - count)
-            buffer.withUnsafeMutableBytes { ($0.baseAddress! + count).copyMemory(from: bytes.baseAddress! + offset, byteCount: take) }
-            count += take
-            offset += take
-        }
-    }
-
-    /// Takes what is held, leaving the accumulator empty.
-    mutating func drain() -> ArraySlice<UInt8> {
-        defer { count = 0 }
-        return buffer[0..<count]
-    }
-
-    /// Overwrites the held bytes (plaintext must not linger).
-    mutating func wipe() {
-        buffer.wipe()
-    }
-}
-
 /// Seals a stream written in pieces of any size.
 final class StreamSealer {
     private var state = crypto_secretstream_xchacha20poly1305_state()
-    private var pending = ChunkAccumulator(capacity: SecretStream.chunkLength)
+    private let pending = ChunkAccumulator(capacity: SecretStream.chunkLength)
     private var sealed: [UInt8]
     private let emit: (UnsafeRawBufferPointer) throws -> Void
     private var finished = false
@@ -110,29 +75,26 @@ final class StreamSealer {
 
     deinit {
         sodium_memzero(&state, MemoryLayout.size(ofValue: state))
-        pending.wipe()
     }
 
     /// Adds plaintext.
     func write(_ bytes: UnsafeRawBufferPointer) throws {
         precondition(!finished)
-        try pending.append(bytes) { try seal($0[...], final: false) }
+        try pending.append(bytes) { try seal($0, final: false) }
     }
 
     /// Seals what remains as the FINAL chunk.
     func finish() throws {
         precondition(!finished)
-        try seal(pending.drain(), final: true)
+        try pending.drain { try seal($0, final: true) }
         finished = true
     }
 
-    private func seal(_ chunk: ArraySlice<UInt8>, final: Bool) throws {
+    private func seal(_ plain: UnsafeRawBufferPointer, final: Bool) throws {
         let tag = UInt8(final ? crypto_secretstream_xchacha20poly1305_TAG_FINAL : crypto_secretstream_xchacha20poly1305_TAG_MESSAGE)
         var length: UInt64 = 0
-        chunk.withUnsafeBytes { plain in
-            _ = crypto_secretstream_xchacha20poly1305_push(&state, &sealed, &length, plain.baseAddress?.assumingMemoryBound(to: UInt8.self),
-                                                           UInt64(plain.count), nil, 0, tag)
-        }
+        _ = crypto_secretstream_xchacha20poly1305_push(&state, &sealed, &length, plain.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                                                       UInt64(plain.count), nil, 0, tag)
         try sealed.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<Int(length)])) }
     }
 }
@@ -143,7 +105,7 @@ final class StreamOpener {
     private let key: SecureBytes
     private var header: [UInt8] = []
     private var started = false
-    private var pending = ChunkAccumulator(capacity: SecretStream.sealedChunkLength)
+    private let pending = ChunkAccumulator(capacity: SecretStream.sealedChunkLength)
     private var plain: [UInt8]
     private var sawFinal = false
     private let emit: (UnsafeRawBufferPointer) throws -> Void
@@ -176,7 +138,7 @@ final class StreamOpener {
                 }
                 continue
             }
-            try pending.append(UnsafeRawBufferPointer(rebasing: bytes[offset...])) { try open($0[...], last: false) }
+            try pending.append(UnsafeRawBufferPointer(rebasing: bytes[offset...])) { try open($0, last: false) }
             return
         }
     }
@@ -184,17 +146,16 @@ final class StreamOpener {
     /// Ends the stream: the remaining bytes must be the FINAL chunk.
     func finish() throws {
         guard started, pending.count >= SecretStream.overhead else { throw SecretStream.Failure.truncated }
-        try open(pending.drain(), last: true)
+        try pending.drain { try open($0, last: true) }
     }
 
-    private func open(_ chunk: ArraySlice<UInt8>, last: Bool) throws {
+    private func open(_ sealedChunk: UnsafeRawBufferPointer, last: Bool) throws {
         guard !sawFinal else { throw SecretStream.Failure.trailingData }
         var length: UInt64 = 0
         var tag: UInt8 = 0
-        let status = chunk.withUnsafeBytes { sealedChunk in
-            crypto_secretstream_xchacha20poly1305_pull(&state, &plain, &length, &tag, sealedChunk.baseAddress?.assumingMemoryBound(to: UInt8.self),
-                                                       UInt64(sealedChunk.count), nil, 0)
-        }
+        let status = crypto_secretstream_xchacha20poly1305_pull(&state, &plain, &length, &tag,
+                                                                sealedChunk.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                                                                UInt64(sealedChunk.count), nil, 0)
         guard status == 0 else { throw SecretStream.Failure.forged }
         let isFinal = tag == UInt8(crypto_secretstream_xchacha20poly1305_TAG_FINAL)
         // PUSH and REKEY are never written; REKEY would even change the keys mid-stream. One

@@ -59,6 +59,9 @@ public struct BundleHeader: Equatable, Sendable {
         return holderTags.firstIndex { Sodium.equal($0, tag) }.map { $0 + 1 }
     }
 
+    /// The length of each piece (FORMAT §8): every holder's is the same.
+    var pieceLength: UInt64 { Dispersal.pieceLength(dataLength: ciphertextLength, k: threshold) }
+
     static func holderTag(secretID: [UInt8], agreementKey: [UInt8]) -> [UInt8] {
         Sodium.blake2b(key: "vault/v1/holder", secretID, agreementKey)
     }
@@ -82,6 +85,13 @@ public struct BundleHeader: Equatable, Sendable {
             }
         }
         return (publicKey, secretKey)
+    }
+
+    /// Whether `keyShare` is index `index`'s: it gives that index's proof-of-possession key
+    /// with the index's commitment.
+    func keyShareMatches(index: Int, keyShare: SecureBytes) -> Bool {
+        Self.possessionKeyPair(secretID: secretID, index: index, keyShare: keyShare, commitment: commitments[index - 1]).publicKey
+            == possessionKeys[index - 1]
     }
 
     func encoded() -> [UInt8] {
@@ -279,8 +289,7 @@ enum ShareBundle {
 
     /// The whole bundle's length for a header.
     static func length(prefixLength: Int, header: BundleHeader) -> UInt64 {
-        let piece = Dispersal.pieceLength(dataLength: header.ciphertextLength, k: header.threshold)
-        return UInt64(prefixLength + bodyPrefixLength) + piece
+        UInt64(prefixLength + bodyPrefixLength) + header.pieceLength
     }
 
     static func headerHash(_ header: BundleHeader) -> [UInt8] {

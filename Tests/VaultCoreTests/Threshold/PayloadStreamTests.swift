@@ -1,17 +1,13 @@
 import Testing
 @testable import VaultCore
+import VaultTestSupport
 
 /// FORMAT §7: the payload stream, AES-256-GCM chunks under counter ‖ last-flag nonces.
 @Suite struct PayloadStreamTests {
     func seal(_ data: [UInt8], key: SecureBytes, step: Int) throws -> [UInt8] {
         var out: [UInt8] = []
         let sealer = PayloadSealer(key: key) { out += $0 }
-        var offset = 0
-        while offset < data.count {
-            let end = min(data.count, offset + step)
-            try data[offset..<end].withUnsafeBytes { try sealer.write($0) }
-            offset = end
-        }
+        try feed(data, step: step, to: sealer.write)
         try sealer.finish()
         return out
     }
@@ -19,12 +15,7 @@ import Testing
     func open(_ sealed: [UInt8], key: SecureBytes, step: Int = 10_000) throws -> [UInt8] {
         var out: [UInt8] = []
         let opener = PayloadOpener(key: key) { out += $0 }
-        var offset = 0
-        while offset < sealed.count {
-            let end = min(sealed.count, offset + step)
-            try sealed[offset..<end].withUnsafeBytes { try opener.write($0) }
-            offset = end
-        }
+        try feed(sealed, step: step, to: opener.write)
         try opener.finish()
         return out
     }

@@ -1,18 +1,13 @@
 import CSodium
 import Testing
 @testable import VaultCore
+import VaultTestSupport
 
 @Suite struct SecretStreamTests {
     func seal(_ data: [UInt8], key: SecureBytes, writes: Int = 1) throws -> [UInt8] {
         var out: [UInt8] = []
         let sealer = try StreamSealer(key: key) { out += $0 }
-        let step = max(1, data.count / writes)
-        var offset = 0
-        while offset < data.count {
-            let end = min(data.count, offset + step)
-            try data[offset..<end].withUnsafeBytes { try sealer.write($0) }
-            offset = end
-        }
+        try feed(data, step: max(1, data.count / writes), to: sealer.write)
         try sealer.finish()
         return out
     }
@@ -20,12 +15,7 @@ import Testing
     func open(_ sealed: [UInt8], key: SecureBytes, step: Int = 10_000) throws -> [UInt8] {
         var out: [UInt8] = []
         let opener = StreamOpener(key: key) { out += $0 }
-        var offset = 0
-        while offset < sealed.count {
-            let end = min(sealed.count, offset + step)
-            try sealed[offset..<end].withUnsafeBytes { try opener.write($0) }
-            offset = end
-        }
+        try feed(sealed, step: step, to: opener.write)
         try opener.finish()
         return out
     }
