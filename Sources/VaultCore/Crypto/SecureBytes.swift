@@ -2,27 +2,35 @@ import CSodium
 
 /// A buffer for secret key material.
 ///
-/// The memory comes from `sodium_malloc`: pages of its own between guard pages, with a
-/// canary, locked where the system allows it (so it is not swapped out), and zeroed when the
-/// buffer is released. It is deliberately not
+/// The memory is locked where the system allows it (so it is not swapped out), kept out of
+/// core dumps, and zeroed when the buffer is released. Up to ``SecretArena/slotLength``
+/// bytes come from a slot of ``SecretArena``; larger buffers from `sodium_malloc`, with
+/// pages of their own between guard pages and a canary. It is deliberately not
 /// `CustomStringConvertible`, `Codable` or `Equatable`: the only ways to read it are the
 /// scoped accessors below, and comparison must be ``constantTimeEquals(_:)``.
 public final class SecureBytes {
     private let base: UnsafeMutableRawPointer
     /// The number of bytes.
     public let count: Int
+    /// Whether `base` is a slot of the shared arena rather than `sodium_malloc`'s.
+    private let inArena: Bool
 
     /// A zero-filled buffer of `count` bytes.
     public init(count: Int) {
         precondition(count >= 0)
         Sodium.ready
         self.count = count
-        // Pages of its own: secrets sharing a locked page with others would be unlocked (and
-        // could be swapped out) when a neighbour is freed. sodium_malloc still succeeds when
-        // mlock fails under RLIMIT_MEMLOCK, and is nil only when mmap fails.
-        guard let memory = sodium_malloc(max(count, 1)) else { fatalError("out of memory for secret bytes") }
+        inArena = count <= SecretArena.slotLength
+        if inArena {
+            base = SecretArena.shared.allocate()
+            return
+        }
+        // Pages of its own: larger buffers are few (stream batches, a passphrase file), and
+        // their guard pages catch overruns. sodium_malloc still succeeds when mlock fails
+        // under RLIMIT_MEMLOCK, and is nil only when mmap fails.
+        guard let memory = sodium_malloc(count) else { fatalError("out of memory for secret bytes") }
         base = memory
-        sodium_memzero(base, max(count, 1))
+        sodium_memzero(base, count)
     }
 
     /// A locked copy of `bytes`. The caller remains responsible for wiping its own copy.
@@ -33,8 +41,12 @@ public final class SecureBytes {
     }
 
     deinit {
-        // sodium_free checks the canary, zeroes, unlocks and unmaps the pages.
-        sodium_free(base)
+        if inArena {
+            SecretArena.shared.release(base)
+        } else {
+            // sodium_free checks the canary, zeroes, unlocks and unmaps the pages.
+            sodium_free(base)
+        }
     }
 
     /// Reads the bytes inside `body`. The pointer must not escape.
