@@ -33,13 +33,16 @@ let package = Package(
         // prctl is variadic, so Swift reaches it through C.
         .target(name: "CVaultProcess"),
 
+        // sync_file_range (write-behind) is a GNU extension Swift's Glibc does not export.
+        .target(name: "CVaultFile"),
+
         // The dispersal's region multiply-add: SIMD split-nibble tables, chosen at run time.
         .target(name: "CVaultGF", cSettings: [.unsafeFlags(["-O3"])]),
 
         .target(
             name: "VaultCore",
             dependencies: [
-                "CSodium", "COpenSSL", "CQRencode", "CZbar", "CVaultImage", "CVaultGF",
+                "CSodium", "COpenSSL", "CQRencode", "CZbar", "CVaultImage", "CVaultGF", "CVaultFile",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: strict

@@ -64,9 +64,9 @@ enum PayloadStream {
 
     /// Runs `body(worker, chunk)` for chunks 0..<count, spread over the workers; worker w
     /// takes chunks w, w + workers, … so that each worker's cipher is used by one thread.
-    /// Worker 0 is the caller's own thread.
-    static func spread(_ count: Int, _ body: (Int, Int) -> Void) {
-        let workers = min(Self.workers, count)
+    /// Worker 0 is the caller's own thread; at most `workers` (of ``workers``) take part.
+    static func spread(_ count: Int, workers: Int = workers, _ body: (Int, Int) -> Void) {
+        let workers = min(workers, count)
         // Each worker touches only its own chunks and its own cipher; the caller waits for
         // every helper before it returns, so nothing outlives the caller's buffers.
         withoutActuallyEscaping(body) { body in
@@ -148,15 +148,19 @@ final class PayloadSealer {
 /// only authenticated plaintext.
 final class PayloadOpener {
     private let ciphers: [AESGCMChunkCipher]
+    private let workers: Int
     private let pending = ChunkAccumulator(capacity: PayloadStream.batch * PayloadStream.sealedChunkLength)
     /// Opened plaintext, in locked memory, erased on release.
     private let plain = SecureBytes(count: PayloadStream.batch * PayloadStream.chunkLength)
     private var counter: UInt64 = 0
     private let emit: (UnsafeRawBufferPointer) throws -> Void
 
-    init(key: SecureBytes, emit: @escaping (UnsafeRawBufferPointer) throws -> Void) {
-        precondition(key.count == 32)
-        ciphers = (0..<PayloadStream.workers).map { _ in key.withUnsafeBytes { AESGCMChunkCipher(key: $0, sealing: false) } }
+    /// Opens a stream under `key` (32 bytes), on up to `workers` cores (fewer when the
+    /// caller keeps the others busy).
+    init(key: SecureBytes, workers: Int = PayloadStream.workers, emit: @escaping (UnsafeRawBufferPointer) throws -> Void) {
+        precondition(key.count == 32 && workers >= 1)
+        self.workers = min(workers, PayloadStream.workers)
+        ciphers = (0..<self.workers).map { _ in key.withUnsafeBytes { AESGCMChunkCipher(key: $0, sealing: false) } }
         self.emit = emit
     }
 
@@ -179,7 +183,7 @@ final class PayloadOpener {
         var failures = [SecretStream.Failure?](repeating: nil, count: chunks)
         plain.withUnsafeMutableBytes { out in
             failures.withUnsafeMutableBufferPointer { failures in
-                PayloadStream.spread(chunks) { worker, chunk in
+                PayloadStream.spread(chunks, workers: workers) { worker, chunk in
                     let start = chunk * PayloadStream.sealedChunkLength
                     let size = chunk == chunks - 1 ? lastLength : PayloadStream.sealedChunkLength
                     let last = final && chunk == chunks - 1

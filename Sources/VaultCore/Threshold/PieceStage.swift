@@ -1,17 +1,19 @@
 import Dispatch
 import Foundation
 
-/// The second half of the dealer's pipeline: hashing and writing each stripe's n piece
-/// segments, on other cores while the caller encrypts and disperses the next stripe into
-/// the other buffer set.
+/// The second half of a pipeline over pieces, on other cores while the caller works on the
+/// next stripe in another buffer set: the dealer hashes and writes each stripe's n piece
+/// segments; recovery hashes the k segments it has just decoded.
 ///
-/// Three buffer sets take turns. Stripes are processed in order, and within a stripe the n
-/// pieces in parallel, so each piece's hasher and file still see their segments in
-/// sequence and are only ever used by one thread at a time.
+/// Three buffer sets take turns. Stripes are processed in order, and within a stripe the
+/// pieces in parallel (or one after another, with `concurrent` false), so each piece's
+/// hasher and file still see their segments in sequence and are only ever used by one
+/// thread at a time.
 final class PieceStage: @unchecked Sendable {
     /// Buffer sets in flight: one being encoded while two wait for, or are in, the stage.
     static let sets = 3
     private let n: Int
+    private let concurrent: Bool
     private let work: (Int, UnsafeRawBufferPointer) throws -> Void
     private let queue = DispatchQueue(label: "vault.piece-stage")
     private let free = DispatchSemaphore(value: PieceStage.sets)
@@ -20,9 +22,11 @@ final class PieceStage: @unchecked Sendable {
     private let lock = NSLock()
     private var failure: Error?
 
-    /// `work(j, segment)` handles piece j's (0-based) next segment.
-    init(n: Int, work: @escaping (Int, UnsafeRawBufferPointer) throws -> Void) {
+    /// `work(j, segment)` handles piece j's (0-based) next segment; with `concurrent`, the
+    /// pieces of a stripe at once, on as many cores as there are.
+    init(n: Int, concurrent: Bool = true, work: @escaping (Int, UnsafeRawBufferPointer) throws -> Void) {
         self.n = n
+        self.concurrent = concurrent
         self.work = work
         buffers = (0..<Self.sets).map { _ in .allocate(byteCount: n * Dispersal.segmentLength, alignment: 64) }
     }
@@ -49,13 +53,18 @@ final class PieceStage: @unchecked Sendable {
         let set = next
         next = (next + 1) % Self.sets
         queue.async { [self] in
-            DispatchQueue.concurrentPerform(iterations: n) { j in
+            let piece: @Sendable (Int) -> Void = { [self] j in
                 guard lock.withLock({ failure == nil }) else { return }
                 do {
                     try work(j, UnsafeRawBufferPointer(start: buffers[set] + j * Dispersal.segmentLength, count: length))
                 } catch {
                     lock.withLock { if failure == nil { failure = error } }
                 }
+            }
+            if concurrent {
+                DispatchQueue.concurrentPerform(iterations: n, execute: piece)
+            } else {
+                (0..<n).forEach(piece)
             }
             free.signal()
         }

@@ -113,7 +113,7 @@ final class CraftedDeal {
 
     /// bob imports his bundle, carol hers and releases her piece to bob, and bob recovers.
     func recover(_ bundles: [String], release: ((String) throws -> String)? = nil,
-                 verified: (PieceOutcome) -> Void = { _ in }) throws -> [UInt8] {
+                 verified: (PieceOutcome) -> Void = { _ in }, output: @escaping (UnsafeRawBufferPointer) -> Void = { _ in }) throws -> [UInt8] {
         let bob = keystores[1], carol = keystores[2]
         let stored = try bob.importBundles([bundles[1]], identity: identities[1])[0]
         let carols = try carol.importBundles([bundles[2]], identity: identities[2])[0]
@@ -124,7 +124,7 @@ final class CraftedDeal {
         var out: [UInt8] = []
         _ = try SecretRecovery.recover(stored, keystore: bob, identity: identities[1], pieceFiles: [path],
                                        password: { SecureBytes(copying: Array("pw".utf8)) }, verified: verified,
-                                       output: { out += $0 })
+                                       output: { out += $0; output($0) })
         return out
     }
 }
@@ -182,6 +182,50 @@ final class CraftedDeal {
         } catch {
             #expect(VaultError.words(for: error) == "the secret is corrupt: the ciphertext has data after its final chunk")
         }
+    }
+
+    /// Recovery from exactly k pieces reads each once, hashing it while it combines. A
+    /// dealer's forged chunk in the ciphertext (pieces that all match the signed
+    /// commitments) is found by the cipher; the pieces are then checked, found sound, and
+    /// the ciphertext is blamed. The output saw the chunks before the forged one, once: the
+    /// combination is not run a second time after the check.
+    /// (Chunk 9 of 20 fails while the stream is read, chunk 10 of 10 at its end.)
+    @Test(arguments: [(forged: 9, chunks: 20), (forged: 9, chunks: 10)])
+    func aForgedChunkInTheCiphertextIsRefusedAndNothingIsWrittenTwice(forged: Int, chunks: Int) throws {
+        let deal = try CraftedDeal()
+        let dataKey = SecureRandom().secureBytes(32)
+        let plain = [0x00, 0x01, 0x00, 0x00] + Array(repeating: 0x41, count: (chunks - 1) * PayloadStream.chunkLength + 100) as [UInt8]
+        var ciphertext = try CraftedDeal.sealed(plain, key: dataKey)
+        // The first batch of 8 chunks has been opened and written before the forged one.
+        ciphertext[forged * PayloadStream.sealedChunkLength + 7] ^= 1
+        let bundles = try deal.deal(dataKey: dataKey, dispersed: ciphertext, ciphertextLength: UInt64(ciphertext.count))
+        var written = 0
+        var outcomes: [PieceOutcome] = []
+        do {
+            _ = try deal.recover(bundles, verified: { outcomes.append($0) }, output: { written += $0.count })
+            Issue.record("a forged chunk was recovered")
+        } catch {
+            #expect(VaultError.words(for: error) == "the secret is corrupt: the ciphertext does not authenticate (a wrong key, or altered data)")
+        }
+        #expect(outcomes.count == 2 && outcomes.allSatisfy { $0.problem == nil })
+        #expect(written == 8 * PayloadStream.chunkLength - 4)
+    }
+
+    /// A piece altered after its release was signed, among exactly k: the combination
+    /// fails, and the check that follows names the piece as damaged (nobody is blamed) and
+    /// reports too few pieces, as the piece-by-piece check always did.
+    @Test func aDamagedPieceAmongExactlyKIsNamed() throws {
+        let deal = try CraftedDeal()
+        let bundles = try deal.deal(outer: Self.note + Array(repeating: 0x42, count: 300_000))
+        var outcomes: [PieceOutcome] = []
+        #expect(throws: VaultError.self) {
+            _ = try deal.recover(bundles, release: { path in
+                var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+                bytes[bytes.count - 64 - 1000] ^= 1
+                return try deal.temporary.write("damaged-\(UUID().uuidString)", bytes)
+            }, verified: { outcomes.append($0) })
+        }
+        #expect(outcomes.map(\.problem) == [nil, "damaged: its piece was altered after its sender signed it"])
     }
 
     /// Finding 14 (and the format v2 review): a release under a card with carol's X25519 key
