@@ -8,7 +8,3 @@ int vault_start_write_back(int fd, int64_t start, int64_t length) {
     return sync_file_range(fd, start, length, SYNC_FILE_RANGE_WRITE);
 }
 
-int vault_wait_write_back(int fd, int64_t start, int64_t length) {
-    return sync_file_range(fd, start, length,
-                           SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
-}

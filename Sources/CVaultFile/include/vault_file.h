@@ -7,9 +7,4 @@
 /// waiting (sync_file_range(SYNC_FILE_RANGE_WRITE)). Returns 0, or -1 with errno set.
 int vault_start_write_back(int fd, int64_t start, int64_t length);
 
-/// Writes out bytes [start, start + length) of `fd` and waits until they are written
-/// (SYNC_FILE_RANGE_WAIT_BEFORE | WRITE | WAIT_AFTER). This is not fsync: it makes no
-/// metadata durable. Returns 0, or -1 with errno set.
-int vault_wait_write_back(int fd, int64_t start, int64_t length);
-
 #endif

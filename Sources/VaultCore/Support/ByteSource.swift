@@ -49,6 +49,9 @@ public final class FileSource: ByteSource {
     /// The size of a regular file when it was opened; nil for streams.
     private var openedSize: UInt64?
     private var consumed: UInt64 = 0
+    /// How far the kernel was asked to read ahead, and in what stretches.
+    private var prefetched: UInt64 = 0
+    private static let readAhead: UInt64 = 16 << 20
 
     /// Reads an open descriptor (a pipe's read end), closing it when released.
     public init(fileDescriptor: Int32, path: String) {
@@ -77,6 +80,15 @@ public final class FileSource: ByteSource {
     /// refused: what was read is then neither the old content nor the new one, and a secret
     /// shared from it would silently not be the file the user meant.
     public func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        if openedSize != nil && consumed + Self.readAhead / 2 >= prefetched {
+            // Read-ahead: ask the kernel for the next stretch now, without waiting. Recovery
+            // reads three files in turn, 64 KiB of each, and the kernel's own read-ahead
+            // (a few hundred KiB a file) left the disk idle between those small reads:
+            // measured on this disk, recovering 1 GiB took twice what reading the pieces
+            // and writing the output at once took.
+            _ = posix_fadvise(fd, off_t(prefetched), off_t(Self.readAhead), POSIX_FADV_WILLNEED)
+            prefetched += Self.readAhead
+        }
         while true {
             let count = Foundation.read(fd, buffer.baseAddress, buffer.count)
             if count >= 0 {
@@ -198,24 +210,20 @@ public final class OutputFile {
     /// Bytes appended, and how many of them the kernel was asked to start writing out.
     private var appended: UInt64 = 0
     private var writeBackStarted: UInt64 = 0
-    /// Where the window before the last began: written out before a new one is started.
-    private var previousWindow: UInt64 = 0
     /// The window of write-behind.
     static let writeBehind: UInt64 = 8 << 20
 
-    /// Write-behind: starts the disk on the window just appended, without waiting, and
-    /// waits for the window before it. Left to itself the kernel writes dirty pages out late
-    /// (after seconds, or when memory runs short), so the disk would sit idle while vault
-    /// computes and ``commit()``'s fsync would then write everything at once: measured on
-    /// this disk, sharing 1 GiB took the computing and the writing one after the other. Now
-    /// the disk writes while vault computes, and at most two windows a file wait for it.
-    /// Errors are left to ``commit()``'s fsync, which reports them.
+    /// Write-behind: starts the disk on the window just appended, without waiting. Left to
+    /// itself the kernel writes dirty pages out late (after seconds, or when memory runs
+    /// short), so the disk would sit idle while vault computes and ``commit()``'s fsync
+    /// would then write everything at once: measured on this disk, sharing 1 GiB took the
+    /// computing and the writing one after the other. Now the disk writes while vault
+    /// computes. Waiting for the window before (to bound dirty pages) made recovery slower
+    /// (2.6-2.9 s against 2.45-2.5 s for 1 GiB), and the kernel's own dirty limits already
+    /// throttle a writer that outruns the disk. Errors are left to ``commit()``'s fsync,
+    /// which reports them.
     private func writeBehindWindow() {
         _ = vault_start_write_back(fd, Int64(writeBackStarted), Int64(appended - writeBackStarted))
-        if writeBackStarted > previousWindow {
-            _ = vault_wait_write_back(fd, Int64(previousWindow), Int64(writeBackStarted - previousWindow))
-        }
-        previousWindow = writeBackStarted
         writeBackStarted = appended
     }
 
