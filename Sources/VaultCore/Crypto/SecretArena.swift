@@ -17,8 +17,9 @@ import Foundation
 final class SecretArena: @unchecked Sendable {
     /// The largest secret a slot holds; larger ones get pages of their own.
     static let slotLength = 128
-    /// Bytes asked of `sodium_malloc` when the free slots run out: 512 slots.
-    static let regionLength = 64 << 10
+    /// Bytes asked of `sodium_malloc` when the free slots run out: 511 slots, so that with
+    /// its 16-byte canary a region is 16 pages, locked whole under a 64 KiB lock limit.
+    static let regionLength = (64 << 10) - slotLength
 
     /// The one arena of the process.
     static let shared = SecretArena()

@@ -3,7 +3,7 @@ import Foundation
 
 /// The second half of a pipeline over pieces, on other cores while the caller works on the
 /// next stripe in another buffer set: the dealer hashes and writes each stripe's n piece
-/// segments; recovery hashes the k segments it has just decoded.
+/// segments; recovery hashes the k piece segments it has just read.
 ///
 /// Three buffer sets take turns. Stripes are processed in order, and within a stripe the
 /// pieces in parallel (or one after another, with `concurrent` false), so each piece's
@@ -16,7 +16,10 @@ final class PieceStage: @unchecked Sendable {
     private let concurrent: Bool
     private let work: (Int, UnsafeRawBufferPointer) throws -> Void
     private let queue = DispatchQueue(label: "vault.piece-stage")
-    private let free = DispatchSemaphore(value: PieceStage.sets)
+    /// Free buffer sets. Created at 0 and signalled up to ``sets``: a semaphore freed below
+    /// its initial value traps, and a caller that throws between ``reserve()`` and
+    /// ``submit(length:)`` (a truncated piece) leaves one set taken.
+    private let free = DispatchSemaphore(value: 0)
     private let buffers: [UnsafeMutableRawPointer]
     private var next = 0
     private let lock = NSLock()
@@ -29,6 +32,7 @@ final class PieceStage: @unchecked Sendable {
         self.concurrent = concurrent
         self.work = work
         buffers = (0..<Self.sets).map { _ in .allocate(byteCount: n * Dispersal.segmentLength, alignment: 64) }
+        for _ in 0..<Self.sets { free.signal() }
     }
 
     deinit {

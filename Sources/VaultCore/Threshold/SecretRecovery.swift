@@ -27,7 +27,9 @@ public struct RecoveredSecret: Sendable {
 
 /// Rebuilds a secret from this holder's share and pieces released by others.
 public enum SecretRecovery {
-    /// Verifies every piece against the dealer's signed header, then combines k good ones.
+    /// Verifies every piece against the dealer's signed header and combines k good ones.
+    /// With exactly k pieces, each is read once and checked while it is combined; output
+    /// then receives (authenticated) plaintext before the pieces' checks end.
     ///
     /// A piece that fails (forged, or a damaged release) is reported and left out; recovery goes on while k good
     /// pieces remain. Output receives only authenticated plaintext; when it fails part way,
@@ -72,12 +74,14 @@ public enum SecretRecovery {
         // the output is authenticated plaintext; a piece that was altered makes its
         // ciphertext chunks fail, and recovery then looks for the culprit below.
         var combineFailure: VaultError?
+        var combined = false
         if candidates.count == header.threshold,
            candidates.allSatisfy({ header.keyShareMatches(index: $0.index, keyShare: $0.keyShare) }) {
             progress?.expect(header.ciphertextLength)
             do {
                 let hashers = candidates.map { _ in BundleHeader.commitmentHasher() }
                 let trailers = try combine(candidates, of: secret, keystore: keystore, hashers: hashers, into: opening, progress: progress)
+                combined = true
                 let problems = zip(candidates, zip(hashers, trailers)).map { candidate, checked in
                     problem(candidate, header: header, pieceHash: checked.0.finish(), trailer: checked.1)
                 }
@@ -122,6 +126,9 @@ public enum SecretRecovery {
         // ciphertext itself is at fault. The output already has what came before the
         // failure, so the combination is not tried again.
         if let combineFailure { throw combineFailure }
+        // The pass above reached its end, yet a piece failed its check then and passes now:
+        // its bytes changed between the two reads. The output is not written twice.
+        if combined { throw VaultError.corruptSecret("a piece changed while it was being read") }
 
         do {
             _ = try combine(Array(good.prefix(header.threshold)), of: secret, keystore: keystore, hashers: nil, into: opening, progress: progress)

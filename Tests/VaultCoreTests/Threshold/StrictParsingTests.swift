@@ -228,6 +228,22 @@ final class CraftedDeal {
         #expect(outcomes.map(\.problem) == [nil, "damaged: its piece was altered after its sender signed it"])
     }
 
+    /// A release cut short well inside its piece, among exactly k: the single pass stops
+    /// at the short read (its stage left holding a buffer set, which must not trap), and
+    /// the check names the piece as truncated.
+    @Test func aReleaseCutInsideItsPieceAmongExactlyKIsNamed() throws {
+        let deal = try CraftedDeal()
+        let bundles = try deal.deal(outer: Self.note + Array(repeating: 0x42, count: 300_000))
+        var outcomes: [PieceOutcome] = []
+        #expect(throws: VaultError.self) {
+            _ = try deal.recover(bundles, release: { path in
+                let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+                return try deal.temporary.write("cut-\(UUID().uuidString)", Array(bytes.dropLast(70_000)))
+            }, verified: { outcomes.append($0) })
+        }
+        #expect(outcomes.map(\.problem) == [nil, "damaged: it is truncated"])
+    }
+
     /// Finding 14 (and the format v2 review): a release under a card with carol's X25519 key
     /// and another Ed25519 key, signed with that Ed25519 key. The signature proves only the
     /// Ed25519 half: a known signer (alice) is named as the forger, never carol, whose key
