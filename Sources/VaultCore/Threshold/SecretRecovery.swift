@@ -73,36 +73,37 @@ public enum SecretRecovery {
         // data key came from key shares the dealer's proof keys vouch for, so what reaches
         // the output is authenticated plaintext; a piece that was altered makes its
         // ciphertext chunks fail, and recovery then looks for the culprit below.
-        var combineFailure: VaultError?
-        var combined = false
+        // Why the single pass failed, when it did: thrown if the pieces then all check out.
+        var singlePassFailure: VaultError?
         if candidates.count == header.threshold,
            candidates.allSatisfy({ header.keyShareMatches(index: $0.index, keyShare: $0.keyShare) }) {
             progress?.expect(header.ciphertextLength)
             do {
                 let hashers = candidates.map { _ in BundleHeader.commitmentHasher() }
                 let trailers = try combine(candidates, of: secret, keystore: keystore, hashers: hashers, into: opening, progress: progress)
-                combined = true
                 let problems = zip(candidates, zip(hashers, trailers)).map { candidate, checked in
                     problem(candidate, header: header, pieceHash: checked.0.finish(), trailer: checked.1)
                 }
                 if problems.allSatisfy({ $0 == nil }) {
                     for candidate in candidates {
-                        let outcome = PieceOutcome(source: candidate.source, index: candidate.index, sender: candidate.sender, problem: nil)
-                        verified(outcome)
-                        outcomes.append(outcome)
+                        verified(candidate.outcome(nil))
+                        outcomes.append(candidate.outcome(nil))
                     }
                     // Every piece matched: a stream that fails at its end is the dealer's.
                     try opening.finish()
                     return opening.recovered(pieces: outcomes)
                 }
+                // A piece failed its check after the pass reached its end. Should it pass
+                // the check below, its bytes changed between the two reads.
+                singlePassFailure = .corruptSecret("a piece changed while it was being read")
             } catch let disagreement as PiecesDisagree {
-                combineFailure = disagreement.error
+                singlePassFailure = disagreement.error
             }
         }
 
         // Otherwise every piece is read once to verify it, and k good ones are combined.
         var good: [Candidate] = []
-        progress?.expect(UInt64(candidates.count) * header.pieceLength + (combineFailure == nil ? header.ciphertextLength : 0))
+        progress?.expect(UInt64(candidates.count) * header.pieceLength + (singlePassFailure == nil ? header.ciphertextLength : 0))
         for candidate in candidates {
             let problem = try candidate.file == nil
                 ? keystore.withPiece(secret) {
@@ -110,9 +111,8 @@ public enum SecretRecovery {
                 }
                 : verify(candidate, header: header,
                          source: MeteredSource(try FileSource.skipping(candidate.file!.offset, of: candidate.file!.path), meter: progress))
-            let outcome = PieceOutcome(source: candidate.source, index: candidate.index, sender: candidate.sender, problem: problem)
-            verified(outcome)
-            outcomes.append(outcome)
+            verified(candidate.outcome(problem))
+            outcomes.append(candidate.outcome(problem))
             if problem == nil { good.append(candidate) }
         }
         guard good.count >= header.threshold else {
@@ -123,12 +123,9 @@ public enum SecretRecovery {
             throw VaultError.tooFewPieces(have: good.count, need: header.threshold, missing: missing)
         }
         // k pieces that each match the dealer's commitments failed to combine: the dealer's
-        // ciphertext itself is at fault. The output already has what came before the
-        // failure, so the combination is not tried again.
-        if let combineFailure { throw combineFailure }
-        // The pass above reached its end, yet a piece failed its check then and passes now:
-        // its bytes changed between the two reads. The output is not written twice.
-        if combined { throw VaultError.corruptSecret("a piece changed while it was being read") }
+        // ciphertext itself is at fault (or a piece changed between the reads). The output
+        // already has what came before the failure, so the combination is not tried again.
+        if let singlePassFailure { throw singlePassFailure }
 
         do {
             _ = try combine(Array(good.prefix(header.threshold)), of: secret, keystore: keystore, hashers: nil, into: opening, progress: progress)
@@ -286,6 +283,10 @@ public enum SecretRecovery {
         let file: (path: String, offset: Int)?
         /// For a released piece: its header, whose sender signed the piece as sent.
         let release: ReleasedPiece.Header?
+
+        func outcome(_ problem: String?) -> PieceOutcome {
+            PieceOutcome(source: source, index: index, sender: sender, problem: problem)
+        }
     }
 
     /// Nil if the piece matches its commitment and the key share its proof key.
@@ -338,16 +339,6 @@ final class PieceReader {
         self.observe = observe
     }
 
-    /// The next `count` bytes.
-    func read(_ count: Int) throws -> [UInt8] {
-        guard UInt64(count) <= left else { throw VaultError.malformed(what: "a piece", detail: "it is shorter than its stripes") }
-        let bytes = try source.readFully(count)
-        guard bytes.count == count else { throw VaultError.truncated(what: "a piece") }
-        left -= UInt64(count)
-        bytes.withUnsafeBytes { observe?($0) }
-        return bytes
-    }
-
     /// Reads the next `count` bytes into `buffer`.
     func read(_ count: Int, into buffer: UnsafeMutableRawPointer) throws {
         guard UInt64(count) <= left else { throw VaultError.malformed(what: "a piece", detail: "it is shorter than its stripes") }
@@ -364,7 +355,9 @@ final class PieceReader {
     /// Reads to the end, and checks that nothing follows the trailer; returns the trailer.
     @discardableResult
     func drain() throws -> [UInt8] {
-        while left > 0 { _ = try read(Int(min(left, UInt64(SecretStream.chunkLength)))) }
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: Dispersal.segmentLength, alignment: 64)
+        defer { buffer.deallocate() }
+        while left > 0 { try read(Int(min(left, UInt64(Dispersal.segmentLength))), into: buffer) }
         return try finish()
     }
 

@@ -211,37 +211,26 @@ final class CraftedDeal {
         #expect(written == 8 * PayloadStream.chunkLength - 4)
     }
 
-    /// A piece altered after its release was signed, among exactly k: the combination
-    /// fails, and the check that follows names the piece as damaged (nobody is blamed) and
-    /// reports too few pieces, as the piece-by-piece check always did.
-    @Test func aDamagedPieceAmongExactlyKIsNamed() throws {
+    /// A release damaged on the way, among exactly k: the single pass fails (a short read
+    /// leaves its stage holding a buffer set, which must not trap), and the check that
+    /// follows names the piece, blaming nobody, and reports too few pieces, as the
+    /// piece-by-piece check always did.
+    @Test(arguments: [
+        ("a byte of its piece altered after its sender signed it", "damaged: its piece was altered after its sender signed it"),
+        ("cut well inside its piece", "damaged: it is truncated"),
+    ])
+    func aDamagedReleaseAmongExactlyKIsNamed(damage: String, problem: String) throws {
         let deal = try CraftedDeal()
         let bundles = try deal.deal(outer: Self.note + Array(repeating: 0x42, count: 300_000))
         var outcomes: [PieceOutcome] = []
         #expect(throws: VaultError.self) {
             _ = try deal.recover(bundles, release: { path in
                 var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
-                bytes[bytes.count - 64 - 1000] ^= 1
+                if damage.hasPrefix("cut") { bytes.removeLast(70_000) } else { bytes[bytes.count - 64 - 1000] ^= 1 }
                 return try deal.temporary.write("damaged-\(UUID().uuidString)", bytes)
             }, verified: { outcomes.append($0) })
         }
-        #expect(outcomes.map(\.problem) == [nil, "damaged: its piece was altered after its sender signed it"])
-    }
-
-    /// A release cut short well inside its piece, among exactly k: the single pass stops
-    /// at the short read (its stage left holding a buffer set, which must not trap), and
-    /// the check names the piece as truncated.
-    @Test func aReleaseCutInsideItsPieceAmongExactlyKIsNamed() throws {
-        let deal = try CraftedDeal()
-        let bundles = try deal.deal(outer: Self.note + Array(repeating: 0x42, count: 300_000))
-        var outcomes: [PieceOutcome] = []
-        #expect(throws: VaultError.self) {
-            _ = try deal.recover(bundles, release: { path in
-                let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
-                return try deal.temporary.write("cut-\(UUID().uuidString)", Array(bytes.dropLast(70_000)))
-            }, verified: { outcomes.append($0) })
-        }
-        #expect(outcomes.map(\.problem) == [nil, "damaged: it is truncated"])
+        #expect(outcomes.map(\.problem) == [nil, problem])
     }
 
     /// Finding 14 (and the format v2 review): a release under a card with carol's X25519 key
