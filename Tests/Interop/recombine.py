@@ -17,6 +17,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from nacl import bindings as nacl
 
 L = 65536
+S = L + 16  # §8: a stripe is one sealed chunk of the §7 stream
 TAG_FINAL = 3
 
 
@@ -42,7 +43,14 @@ def gf_inv(a):
 
 
 def piece_length(c, k):
-    return c // (k * L) * L + -(-(c % (k * L)) // k)
+    return c // S * -(-S // k) + -(-(c % S) // k)
+
+
+def commitment(piece, k):
+    """§9: SHA-256 over the domain and the SHA-256 of each segment (one per stripe)."""
+    seg = -(-S // k)
+    digests = b"".join(hashlib.sha256(piece[o:o + seg]).digest() for o in range(0, len(piece), seg))
+    return hashlib.sha256(b"vault/v2/piece" + digests).digest()
 
 
 def open_payload(key, data):
@@ -137,7 +145,7 @@ def open_bundle(keystore, path):
     assert bound == blake("vault/v1/bundle", h["raw"]), "box bound to another header"
     piece = body[104:]
     assert len(piece) == piece_length(h["clen"], h["k"]), "wrong bundle length"
-    assert hashlib.sha256(b"vault/v2/piece" + piece).digest() == h["commit"][i - 1], "piece does not match its commitment"
+    assert commitment(piece, h["k"]) == h["commit"][i - 1], "piece does not match its commitment"
     seed = blake("vault/v1/pop", h["id"], bytes([i]), share, h["commit"][i - 1])
     assert nacl.crypto_sign_seed_keypair(seed)[0] == h["pop"][i - 1], "key share does not match its proof key"
     return h, share, piece
@@ -179,7 +187,7 @@ def main(args):
         basis = gf_mul(num, gf_inv(den))
         for p in range(32):
             key[p] ^= gf_mul(basis, share[p])
-    # §8: invert the Vandermonde rows, rebuild stripe by stripe.
+    # §8: invert the Vandermonde rows, rebuild stripe (sealed chunk) by stripe.
     rows = []
     for x in xs:
         row, v = [], 1
@@ -192,7 +200,8 @@ def main(args):
     pieces = [piece for _, _, piece in opened]
     c, offset, left = bytearray(), 0, clen
     while left > 0:
-        seg = L if left >= k * L else -(-left // k)
+        data = min(left, S)
+        seg = -(-data // k)
         segments = [p[offset:offset + seg] for p in pieces]
         stripe = bytearray()
         for i in range(k):
@@ -201,8 +210,9 @@ def main(args):
                 t = tables[i][j]
                 out = bytearray(a ^ t[b] for a, b in zip(out, segments[j]))
             stripe += out
-        c += stripe[:min(left, k * seg)]
-        left -= min(left, k * seg)
+        assert not any(stripe[data:]), "a stripe's padding is not zero"
+        c += stripe[:data]
+        left -= data
         offset += seg
     outer = open_payload(bytes(key), bytes(c))
     # §10

@@ -41,7 +41,7 @@ public enum Calibration {
 
     /// SHA-256, as the piece commitments use it, in MB/s: one core, 64 KiB updates.
     public static func commitmentMBps(megabytes: Int = 256) -> Double {
-        let hasher = BundleHeader.commitmentHasher()
+        let hasher = PieceHasher(threshold: 3)
         let chunk = [UInt8](repeating: 0x5A, count: PayloadStream.chunkLength)
         let chunks = megabytes * 1_000_000 / chunk.count
         return rate(bytes: chunks * chunk.count) {
@@ -62,14 +62,13 @@ public enum Calibration {
     }
 
     /// The fastest `vault share` this design allows on `cores` cores, in MB/s, from the
-    /// one-core rates above. Per payload byte the dealer runs the dispersal on one thread,
-    /// and the payload cipher (chunks spread over the cores) and, for n/k bytes of pieces,
-    /// the commitment hash (pieces spread over the cores). Reading the input and writing the
-    /// pieces out are not counted.
+    /// one-core rates above. Every core runs the whole pipeline on chunks of its own
+    /// (``DealLanes``): per payload byte, the payload cipher, the dispersal and, for n/k
+    /// bytes of pieces, the commitment hash. Reading the input and writing the pieces out
+    /// are not counted.
     public static func shareCeilingMBps(k: Int, n: Int, cores: Int, cipher: Double, hash: Double, dispersal: Double) -> Double {
-        let serial = 1 / dispersal
-        let spread = 1 / cipher + Double(n) / Double(k) / hash
-        return 1 / max(serial, (serial + spread) / Double(max(cores, 1)))
+        let perByte = 1 / cipher + 1 / dispersal + Double(n) / Double(k) / hash
+        return Double(max(cores, 1)) / perByte
     }
 
     private static func rate(bytes: Int, _ body: () -> Void) -> Double {

@@ -9,13 +9,26 @@ import COpenSSL
 /// is asked of it, so SHA-256's length extension does not matter here.
 final class SHA256Hasher: @unchecked Sendable {
     private let context: OpaquePointer
+    private let domain: [UInt8]
 
-    init(domain: String) {
-        guard let context = EVP_MD_CTX_new(), EVP_DigestInit_ex(context, EVP_sha256(), nil) == 1 else {
-            fatalError("OpenSSL cannot start SHA-256")
-        }
+    /// The algorithm, fetched from OpenSSL's provider once: `EVP_sha256()` is fetched again
+    /// at every start, and a piece's commitment starts a hash for each of its segments. A
+    /// fetched EVP_MD is read-only, so threads share it (OpenSSL's threading rules).
+    nonisolated(unsafe) private static let algorithm: OpaquePointer = {
+        guard let algorithm = EVP_MD_fetch(nil, "SHA256", nil) else { fatalError("OpenSSL has no SHA-256") }
+        return algorithm
+    }()
+
+    init(domain: String = "") {
+        guard let context = EVP_MD_CTX_new() else { fatalError("OpenSSL cannot start SHA-256") }
         self.context = context
-        Array(domain.utf8).withUnsafeBytes { update($0) }
+        self.domain = Array(domain.utf8)
+        start()
+    }
+
+    private func start() {
+        guard EVP_DigestInit_ex(context, Self.algorithm, nil) == 1 else { fatalError("OpenSSL cannot start SHA-256") }
+        domain.withUnsafeBytes { update($0) }
     }
 
     deinit { EVP_MD_CTX_free(context) }
@@ -27,8 +40,16 @@ final class SHA256Hasher: @unchecked Sendable {
 
     func finish() -> [UInt8] {
         var digest = [UInt8](repeating: 0, count: 32)
-        var length: UInt32 = 0
-        guard EVP_DigestFinal_ex(context, &digest, &length) == 1, length == 32 else { fatalError("OpenSSL cannot finish SHA-256") }
+        digest.withUnsafeMutableBytes { finish(into: $0.baseAddress!) }
         return digest
+    }
+
+    /// Writes the digest (32 bytes) to `digest`, and starts again from the domain.
+    func finish(into digest: UnsafeMutableRawPointer) {
+        var length: UInt32 = 0
+        guard EVP_DigestFinal_ex(context, digest.assumingMemoryBound(to: UInt8.self), &length) == 1, length == 32 else {
+            fatalError("OpenSSL cannot finish SHA-256")
+        }
+        start()
     }
 }

@@ -321,7 +321,7 @@ extension Keystore {
     /// the dealer's commitment; `observe` sees every byte on the way.
     private static func checkPiece(of source: some ByteSource, header: BundleHeader,
                                    observe: @escaping (UnsafeRawBufferPointer) -> Void = { _ in }) throws {
-        let hasher = BundleHeader.commitmentHasher()
+        let hasher = header.commitmentHasher()
         let reader = PieceReader(source: source, length: header.pieceLength) { bytes in
             hasher.update(bytes)
             observe(bytes)

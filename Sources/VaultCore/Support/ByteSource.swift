@@ -229,8 +229,31 @@ public final class OutputFile {
 
     /// Writes bytes at an offset already written (a reserved prefix).
     func write(_ bytes: [UInt8], at position: UInt64) throws(VaultError) {
-        let count = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress!, $0.count, off_t(position)) }
-        guard count == bytes.count else { throw .fileSystem(path: name, errno: errno) }
+        var failure: VaultError?
+        bytes.withUnsafeBytes { bytes in
+            do throws(VaultError) { try write(bytes, at: position) } catch { failure = error }
+        }
+        if let failure { throw failure }
+    }
+
+    /// Writes bytes at `position`, without moving the end ``write(_:)`` appends at. Threads
+    /// may write disjoint stretches at once (``DealLanes``); ``wrote(through:)`` then says
+    /// how far the file is whole.
+    func write(_ bytes: UnsafeRawBufferPointer, at position: UInt64) throws(VaultError) {
+        var done = 0
+        while done < bytes.count {
+            let count = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(position) + off_t(done))
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { throw .fileSystem(path: name, errno: errno) }
+            done += count
+        }
+    }
+
+    /// Records that every byte before `end` is written, for write-behind (one thread at a
+    /// time, with `end` growing).
+    func wrote(through end: UInt64) {
+        appended = max(appended, end)
+        if appended - writeBackStarted >= Self.writeBehind { writeBehindWindow() }
     }
 
     /// Flushes to disk, closes, and keeps the file.

@@ -27,25 +27,9 @@ final class ChunkAccumulator {
         }
     }
 
-    /// Reads from `source` straight into the free space, with no copy on the way; returns
-    /// the bytes read, 0 at the end (or when full).
-    func fill(from source: inout some ByteSource) throws -> Int {
-        let read = try buffer.withUnsafeMutableBytes { try source.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[count...])) }
-        count += read
-        return read
-    }
-
     /// Hands what is held to `body` and empties the accumulator.
     func drain(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
         defer { count = 0 }
         try buffer.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
-    }
-
-    /// Hands all but the last `kept` bytes held to `body`, and keeps those, moved to the front.
-    func drain(keepingLast kept: Int, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
-        precondition(kept <= count)
-        try buffer.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<count - kept])) }
-        buffer.withUnsafeMutableBytes { $0.baseAddress!.copyMemory(from: $0.baseAddress! + count - kept, byteCount: kept) }
-        count = kept
     }
 }

@@ -3,27 +3,37 @@ import CVaultGF
 /// Rabin's information dispersal over GF(2^8): any k of n pieces rebuild the data, each
 /// piece about 1/k of it (Krawczyk, "Secret sharing made short").
 ///
-/// The data is cut into stripes of k·L bytes, L = 65536; the last stripe holds the
-/// remaining r bytes with L' = ceil(r / k), zero-padded to k·L'. A stripe's rows are its k
-/// consecutive L-byte (or L'-byte) slices d_0 … d_{k-1}. Piece j (x = j, 1 … n) gets, per
-/// stripe, Σ_i x^i · d_i. Any k rows of this Vandermonde matrix are invertible because the
-/// x are distinct and non-zero. The data is ciphertext, so this need not be constant-time;
-/// the kernel is in CVaultGF.
+/// The data is the payload stream's ciphertext, and each of its sealed chunks (65552 bytes,
+/// the last one 16 to 65552) is a stripe of its own (FORMAT §8): a stripe of s bytes has
+/// rows d_0 … d_{k-1} of L = ceil(s / k) bytes, its k·L − s last bytes zero. Piece j
+/// (x = j, 1 … n) gets, per stripe, the segment Σ_i x^i · d_i. Any k rows of this
+/// Vandermonde matrix are invertible because the x are distinct and non-zero.
+///
+/// One stripe per sealed chunk is what lets one core seal, disperse and hash a chunk while
+/// it is in that core's cache, and the cores take alternate chunks (``DealLanes``). The data
+/// is ciphertext, so this need not be constant-time; the kernel is in CVaultGF.
 enum Dispersal {
-    static let segmentLength = 65536
+    /// A stripe's bytes: one sealed chunk of the payload stream.
+    static let stripeLength = PayloadStream.sealedChunkLength
+
+    /// The segment of a full stripe, k-of-anything.
+    static func segmentLength(k: Int) -> Int { (stripeLength + k - 1) / k }
+
+    /// The largest segment of any k (k ≥ 2; k = 1 only in tests of the dispersal itself).
+    static let maximumSegmentLength = stripeLength
 
     /// The bytes of one piece for `dataLength` bytes of data.
     static func pieceLength(dataLength: UInt64, k: Int) -> UInt64 {
-        let stripe = UInt64(k * segmentLength)
-        let rest = dataLength % stripe
-        return dataLength / stripe * UInt64(segmentLength) + (rest + UInt64(k) - 1) / UInt64(k)
+        let layout = segments(dataLength: dataLength, k: k)
+        return layout.full * UInt64(segmentLength(k: k)) + UInt64(layout.last)
     }
 
-    /// Segment lengths of a piece, stripe by stripe, for `dataLength` bytes of data.
+    /// Segment lengths of a piece, stripe by stripe, for `dataLength` bytes of data: `full`
+    /// stripes of ``segmentLength(k:)``, then one of `last` bytes holding `lastData` bytes
+    /// of data (none when `last` is 0).
     static func segments(dataLength: UInt64, k: Int) -> (full: UInt64, last: Int, lastData: Int) {
-        let stripe = UInt64(k * segmentLength)
-        let rest = Int(dataLength % stripe)
-        return (dataLength / stripe, (rest + k - 1) / k, rest)
+        let rest = Int(dataLength % UInt64(stripeLength))
+        return (dataLength / UInt64(stripeLength), (rest + k - 1) / k, rest)
     }
 
     /// Row x of the encoding matrix: 1, x, x², …, x^(k-1).
@@ -33,11 +43,27 @@ enum Dispersal {
         return row
     }
 
-    /// Cuts data into stripes and emits each stripe's n segments.
+    /// Encodes one stripe: `stripe` holds its s data bytes followed by room for k·L − s
+    /// more, which this zeroes; piece j's segment goes to `segments[j]`. Returns L.
+    static func encode(stripe: UnsafeMutableRawPointer, count: Int, matrix: [[UInt8]], into segments: [UnsafeMutableRawPointer]) -> Int {
+        let k = matrix[0].count
+        let length = (count + k - 1) / k
+        (stripe + count).initializeMemory(as: UInt8.self, repeating: 0, count: k * length - count)
+        let rows: [UnsafePointer<UInt8>?] = (0..<k).map { UnsafePointer((stripe + $0 * length).assumingMemoryBound(to: UInt8.self)) }
+        for (coefficients, segment) in zip(matrix, segments) {
+            vault_gf_combine(segment.assumingMemoryBound(to: UInt8.self), rows, coefficients, k, length)
+        }
+        return length
+    }
+
+    /// The encoding matrix's rows for pieces 1 … n.
+    static func matrix(k: Int, n: Int) -> [[UInt8]] { (1...n).map { row(x: UInt8($0), k: k) } }
+
+    /// Cuts a stream of data into stripes and emits each stripe's n segments.
     final class Encoder {
         let k: Int, n: Int
         private let matrix: [[UInt8]]
-        private var stripe: [UInt8]
+        private let stripe: UnsafeMutableRawPointer
         private var filled = 0
         private let target: () throws -> [UnsafeMutableRawPointer]
         private let emit: (Int) throws -> Void
@@ -45,7 +71,7 @@ enum Dispersal {
         /// `emit(segments)` receives each stripe's segments, piece 1's first; they are
         /// valid only during the call.
         convenience init(k: Int, n: Int, emit: @escaping ([UnsafeRawBufferPointer]) throws -> Void) {
-            let buffers = (0..<n).map { _ in UnsafeMutableRawPointer.allocate(byteCount: Dispersal.segmentLength, alignment: 64) }
+            let buffers = (0..<n).map { _ in UnsafeMutableRawPointer.allocate(byteCount: Dispersal.maximumSegmentLength, alignment: 64) }
             self.init(k: k, n: n, into: { buffers }) { length in
                 try emit(buffers.map { UnsafeRawBufferPointer(start: $0, count: length) })
             }
@@ -55,62 +81,45 @@ enum Dispersal {
         /// The buffers of the convenience initializer, released with the encoder.
         private var owned: [UnsafeMutableRawPointer] = []
 
-        /// Encodes each stripe into the n buffers (of ``Dispersal/segmentLength`` bytes each)
-        /// that `target()` gives, then calls `emit(length)` with the segments' length: the
-        /// caller owns the buffers, so no segment is copied on its way out.
+        /// Encodes each stripe into the n buffers (of ``Dispersal/maximumSegmentLength`` bytes
+        /// each) that `target()` gives, then calls `emit(length)` with the segments' length:
+        /// the caller owns the buffers, so no segment is copied on its way out.
         init(k: Int, n: Int, into target: @escaping () throws -> [UnsafeMutableRawPointer], emit: @escaping (Int) throws -> Void) {
             precondition(k >= 1 && k <= n && n <= 255)
             self.k = k
             self.n = n
             self.target = target
             self.emit = emit
-            matrix = (1...n).map { Dispersal.row(x: UInt8($0), k: k) }
-            stripe = [UInt8](repeating: 0, count: k * Dispersal.segmentLength)
+            matrix = Dispersal.matrix(k: k, n: n)
+            // Room for the zero padding of a stripe's last row.
+            stripe = .allocate(byteCount: Dispersal.stripeLength + k, alignment: 64)
         }
 
-        deinit { owned.forEach { $0.deallocate() } }
+        deinit {
+            owned.forEach { $0.deallocate() }
+            stripe.deallocate()
+        }
 
         func write(_ bytes: UnsafeRawBufferPointer) throws {
             var offset = 0
             while offset < bytes.count {
-                // Whole stripes in the input are encoded where they are, without a copy.
-                if filled == 0 && bytes.count - offset >= stripe.count {
-                    try encode(rows: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + stripe.count]), segment: Dispersal.segmentLength)
-                    offset += stripe.count
-                    continue
-                }
-                let take = min(bytes.count - offset, stripe.count - filled)
-                stripe.withUnsafeMutableBytes { ($0.baseAddress! + filled).copyMemory(from: bytes.baseAddress! + offset, byteCount: take) }
+                let take = min(bytes.count - offset, Dispersal.stripeLength - filled)
+                (stripe + filled).copyMemory(from: bytes.baseAddress! + offset, byteCount: take)
                 filled += take
                 offset += take
-                if filled == stripe.count { try encodeStripe(segment: Dispersal.segmentLength) }
+                if filled == Dispersal.stripeLength { try encodeStripe() }
             }
         }
 
-        /// Encodes the partial last stripe, if any.
+        /// Encodes the last, shorter stripe, if any.
         func finish() throws {
-            guard filled > 0 else { return }
-            let segment = (filled + k - 1) / k
-            for i in filled..<k * segment { stripe[i] = 0 }
-            try encodeStripe(segment: segment)
+            if filled > 0 { try encodeStripe() }
         }
 
-        private func encodeStripe(segment: Int) throws {
-            let stripe = self.stripe
-            try stripe.withUnsafeBytes { try encode(rows: $0, segment: segment) }
+        private func encodeStripe() throws {
+            let length = Dispersal.encode(stripe: stripe, count: filled, matrix: matrix, into: try target())
             filled = 0
-        }
-
-        /// Piece j's segment is Σ_i x_j^i · d_i; x^0 = 1, so it starts as a copy of d_0.
-        private func encode(rows: UnsafeRawBufferPointer, segment: Int) throws {
-            let targets = try target()
-            let data = rows.baseAddress!.assumingMemoryBound(to: UInt8.self)
-            for j in 0..<n {
-                let out = targets[j].assumingMemoryBound(to: UInt8.self)
-                out.update(from: data, count: segment)
-                for i in 1..<k { vault_gf_mul_add(out, data + i * segment, segment, matrix[j][i]) }
-            }
-            try emit(segment)
+            try emit(length)
         }
     }
 
@@ -131,14 +140,9 @@ enum Dispersal {
         func decode(_ segments: [UnsafeRawBufferPointer], into output: UnsafeMutableRawBufferPointer) {
             let length = segments[0].count
             precondition(segments.count == k && segments.allSatisfy { $0.count == length } && output.count >= k * length)
-            output.baseAddress!.initializeMemory(as: UInt8.self, repeating: 0, count: k * length)
+            let rows: [UnsafePointer<UInt8>?] = segments.map { $0.baseAddress!.assumingMemoryBound(to: UInt8.self) }
             let target = output.baseAddress!.assumingMemoryBound(to: UInt8.self)
-            for i in 0..<k {
-                for j in 0..<k {
-                    vault_gf_mul_add(target + i * length, segments[j].baseAddress!.assumingMemoryBound(to: UInt8.self),
-                                     length, inverse[i][j])
-                }
-            }
+            for i in 0..<k { vault_gf_combine(target + i * length, rows, inverse[i], k, length) }
         }
     }
 

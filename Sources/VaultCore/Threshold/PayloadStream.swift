@@ -51,6 +51,14 @@ enum PayloadStream {
         return nonce
     }
 
+    /// Seals chunk `index` (at most ``chunkLength`` bytes, fewer only when `last`) into
+    /// `output` (its length + 16 bytes).
+    static func seal(_ chunk: UnsafeRawBufferPointer, index: UInt64, last: Bool, with cipher: AESGCMChunkCipher,
+                     into output: UnsafeMutableRawBufferPointer) {
+        precondition(chunk.count == chunkLength || last)
+        nonce(index, last: last).withUnsafeBytes { cipher.seal(chunk, nonce: $0, into: output) }
+    }
+
     /// How many cores to spread a batch over.
     static let workers = max(1, min(batch, ProcessInfo.processInfo.activeProcessorCount))
 
@@ -79,68 +87,6 @@ enum PayloadStream {
             run(0)
             group.wait()
         }
-    }
-}
-
-/// Seals a payload stream written in pieces of any size, a batch of chunks at a time.
-final class PayloadSealer {
-    private let ciphers: [AESGCMChunkCipher]
-    /// Plaintext waiting: up to a batch of chunks.
-    private let pending = ChunkAccumulator(capacity: PayloadStream.batch * PayloadStream.chunkLength)
-    private var sealed: [UInt8]
-    private var counter: UInt64 = 0
-    private let emit: (UnsafeRawBufferPointer) throws -> Void
-    private var finished = false
-
-    /// Starts a stream under `key` (32 bytes).
-    init(key: SecureBytes, emit: @escaping (UnsafeRawBufferPointer) throws -> Void) {
-        precondition(key.count == 32)
-        ciphers = (0..<PayloadStream.workers).map { _ in key.withUnsafeBytes { AESGCMChunkCipher(key: $0, sealing: true) } }
-        sealed = [UInt8](repeating: 0, count: PayloadStream.batch * PayloadStream.sealedChunkLength)
-        self.emit = emit
-    }
-
-    /// Adds plaintext. A full batch is sealed only once more bytes arrive: the last chunk
-    /// must wait until the end of input is known.
-    func write(_ bytes: UnsafeRawBufferPointer) throws {
-        precondition(!finished)
-        try pending.append(bytes) { try seal($0, final: false) }
-    }
-
-    /// Reads plaintext from `source` straight into the pending batch, with no copy on the
-    /// way; returns the bytes read, 0 at the end. A full batch is sealed but for its last
-    /// chunk, which moves to the front: it is the final one if the source ends now.
-    func read(from source: inout some ByteSource) throws -> Int {
-        precondition(!finished)
-        if pending.isFull { try pending.drain(keepingLast: PayloadStream.chunkLength) { try seal($0, final: false) } }
-        return try pending.fill(from: &source)
-    }
-
-    /// Seals what remains, its last chunk marked final.
-    func finish() throws {
-        precondition(!finished)
-        try pending.drain { try seal($0, final: true) }
-        finished = true
-    }
-
-    /// Seals `plain` as consecutive chunks (one empty chunk for nothing).
-    private func seal(_ plain: UnsafeRawBufferPointer, final: Bool) throws {
-        let chunks = max(1, (plain.count + PayloadStream.chunkLength - 1) / PayloadStream.chunkLength)
-        let first = counter
-        sealed.withUnsafeMutableBytes { out in
-            PayloadStream.spread(chunks) { worker, chunk in
-                let start = chunk * PayloadStream.chunkLength
-                let size = min(PayloadStream.chunkLength, plain.count - start)
-                let target = chunk * PayloadStream.sealedChunkLength
-                PayloadStream.nonce(first + UInt64(chunk), last: final && chunk == chunks - 1).withUnsafeBytes { nonce in
-                    ciphers[worker].seal(UnsafeRawBufferPointer(rebasing: plain[start..<start + size]), nonce: nonce,
-                                         into: UnsafeMutableRawBufferPointer(rebasing: out[target..<target + size + PayloadStream.tagLength]))
-                }
-            }
-        }
-        counter += UInt64(chunks)
-        // Full chunks are contiguous in `sealed`, and only the last may be short.
-        try sealed.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<plain.count + chunks * PayloadStream.tagLength])) }
     }
 }
 

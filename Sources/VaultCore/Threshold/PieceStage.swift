@@ -31,7 +31,7 @@ final class PieceStage: @unchecked Sendable {
         self.n = n
         self.concurrent = concurrent
         self.work = work
-        buffers = (0..<Self.sets).map { _ in .allocate(byteCount: n * Dispersal.segmentLength, alignment: 64) }
+        buffers = (0..<Self.sets).map { _ in .allocate(byteCount: n * Dispersal.maximumSegmentLength, alignment: 64) }
         for _ in 0..<Self.sets { free.signal() }
     }
 
@@ -42,13 +42,13 @@ final class PieceStage: @unchecked Sendable {
         buffers.forEach { $0.deallocate() }
     }
 
-    /// The n buffers (``Dispersal/segmentLength`` bytes each) to encode the next stripe
+    /// The n buffers (``Dispersal/maximumSegmentLength`` bytes each) to encode the next stripe
     /// into, once the stage is done with them; ``submit(length:)`` queues them. Throws a
     /// failure from an earlier stripe.
     func reserve() throws -> [UnsafeMutableRawPointer] {
         try check()
         free.wait()
-        return (0..<n).map { buffers[next] + $0 * Dispersal.segmentLength }
+        return (0..<n).map { buffers[next] + $0 * Dispersal.maximumSegmentLength }
     }
 
     /// Queues the stripe encoded into the buffers ``reserve()`` gave, each segment `length`
@@ -60,7 +60,7 @@ final class PieceStage: @unchecked Sendable {
             let piece: @Sendable (Int) -> Void = { [self] j in
                 guard lock.withLock({ failure == nil }) else { return }
                 do {
-                    try work(j, UnsafeRawBufferPointer(start: buffers[set] + j * Dispersal.segmentLength, count: length))
+                    try work(j, UnsafeRawBufferPointer(start: buffers[set] + j * Dispersal.maximumSegmentLength, count: length))
                 } catch {
                     lock.withLock { if failure == nil { failure = error } }
                 }

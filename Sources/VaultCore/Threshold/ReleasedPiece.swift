@@ -96,7 +96,7 @@ public enum ReleasedPiece {
         try w.bytes.withUnsafeBytes { try output.write($0) }
 
         // Copy the stored piece, checking it against the commitment.
-        let hasher = BundleHeader.commitmentHasher()
+        let hasher = header.commitmentHasher()
         progress?.expect(pieceLength)
         var copied: UInt64 = 0
         try keystore.withPiece(secret) { source in

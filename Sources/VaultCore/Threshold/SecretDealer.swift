@@ -85,50 +85,22 @@ public enum SecretDealer {
                                           signer: dealer).count + ShareBundle.bodyPrefixLength
         for output in outputs { try [UInt8](repeating: 0, count: reserved).withUnsafeBytes { try output.write($0) } }
 
-        // ciphertext → dispersal → per piece, on other cores: commitment hash and the piece
-        // written as it is (ShareBundle says why it is not sealed again).
-        let hashers = (0..<n).map { _ in BundleHeader.commitmentHasher() }
-        let stage = PieceStage(n: n) { j, segment in
-            hashers[j].update(segment)
-            try outputs[j].write(segment)
-        }
-        let encoder = Dispersal.Encoder(k: k, n: n, into: stage.reserve, emit: stage.submit)
-        var ciphertextLength: UInt64 = 0
-        let outer = PayloadSealer(key: dataKey) { chunk in
-            ciphertextLength += UInt64(chunk.count)
-            guard ciphertextLength <= Limits.maximumCiphertext else { throw VaultError.invalidSecret("larger than 1 TiB") }
-            try encoder.write(chunk)
-        }
+        // plaintext → payload stream → dispersal → per piece a commitment and the piece,
+        // written as it is (ShareBundle says why it is not sealed again), a chunk at a time
+        // on every core.
         let salt = random.bytes(PasswordLayer.saltLength)
-        try PasswordLayer.header(parameters: request.password.map { _ in request.scrypt }, salt: salt)
-            .withUnsafeBytes { try outer.write($0) }
-        let inner = try request.password.map { password in
-            try StreamSealer(key: request.scrypt.deriveKey(passphrase: password, salt: salt), emit: outer.write)
+        let passwordKey = request.password.map { request.scrypt.deriveKey(passphrase: $0, salt: salt) }
+        // A key secret is exactly 32 bytes: recovery refuses any other length.
+        let plaintext = try OuterPlaintext(
+            content: content, prefix: PasswordLayer.header(parameters: request.password.map { _ in request.scrypt }, salt: salt),
+            payloadHeader: PayloadHeader.encode(type: request.type.rawValue, metadata: request.metadata),
+            passwordKey: passwordKey, maximumContent: request.type == .key ? SharedKey.length : nil)
+        let (ciphertextLength, commitments) = try DealLanes(key: dataKey, k: k, n: n, outputs: outputs, offset: UInt64(reserved))
+            .run(plaintext)
+        guard request.type != .key || plaintext.contentLength == SharedKey.length else {
+            throw VaultError.invalidSecret("a key is \(SharedKey.length) bytes, and this one has \(plaintext.contentLength)")
         }
-        try PayloadHeader.encode(type: request.type.rawValue, metadata: request.metadata).withUnsafeBytes { try (inner?.write ?? outer.write)($0) }
-        var buffer = [UInt8](repeating: 0, count: SecretStream.chunkLength)
-        defer { buffer.wipe() }
-        var contentLength = 0
-        while true {
-            // Without a password layer the content goes straight into the sealer's batch.
-            let count = try inner == nil ? outer.read(from: &content) : buffer.withUnsafeMutableBytes { try content.read(into: $0) }
-            if count == 0 { break }
-            contentLength += count
-            // A key secret is exactly 32 bytes: recovery refuses any other length.
-            guard request.type != .key || contentLength <= SharedKey.length else {
-                throw VaultError.invalidSecret("a key is \(SharedKey.length) bytes, and this one is longer")
-            }
-            if let inner { try buffer.withUnsafeBytes { try inner.write(UnsafeRawBufferPointer(rebasing: $0[0..<count])) } }
-        }
-        guard request.type != .key || contentLength == SharedKey.length else {
-            throw VaultError.invalidSecret("a key is \(SharedKey.length) bytes, and this one has \(contentLength)")
-        }
-        try inner?.finish()
-        try outer.finish()
-        try encoder.finish()
-        try stage.finish()
 
-        let commitments = hashers.map { $0.finish() }
         let possessionKeys = (0..<n).map { j in
             BundleHeader.possessionKeyPair(secretID: secretID, index: j + 1, keyShare: keyShares[j], commitment: commitments[j]).publicKey
         }

@@ -79,7 +79,7 @@ public enum SecretRecovery {
            candidates.allSatisfy({ header.keyShareMatches(index: $0.index, keyShare: $0.keyShare) }) {
             progress?.expect(header.ciphertextLength)
             do {
-                let hashers = candidates.map { _ in BundleHeader.commitmentHasher() }
+                let hashers = candidates.map { _ in header.commitmentHasher() }
                 let trailers = try combine(candidates, of: secret, keystore: keystore, hashers: hashers, into: opening, progress: progress)
                 let problems = zip(candidates, zip(hashers, trailers)).map { candidate, checked in
                     problem(candidate, header: header, pieceHash: checked.0.finish(), trailer: checked.1)
@@ -208,7 +208,7 @@ public enum SecretRecovery {
     /// Rebuilds the ciphertext from k pieces, stripe by stripe, into `opening`. With
     /// `hashers` (one a piece), each piece is also hashed as it goes, on another core, so
     /// that it is read once. Returns each piece's trailer.
-    private static func combine(_ chosen: [Candidate], of secret: StoredSecret, keystore: Keystore, hashers: [SHA256Hasher]?,
+    private static func combine(_ chosen: [Candidate], of secret: StoredSecret, keystore: Keystore, hashers: [PieceHasher]?,
                                 into opening: Opening, progress: ProgressMeter?) throws -> [[UInt8]] {
         let header = secret.header
         // While one core hashes, the chunks are opened on this thread alone: measured on 2
@@ -224,8 +224,9 @@ public enum SecretRecovery {
             let stage = PieceStage(n: chosen.count, concurrent: false) { j, segment in hashers?[j].update(segment) }
             let decoder = Dispersal.Decoder(xs: chosen.map { UInt8($0.index) })
             let layout = Dispersal.segments(dataLength: header.ciphertextLength, k: header.threshold)
-            var stripe = [UInt8](repeating: 0, count: header.threshold * Dispersal.segmentLength)
-            let stripes = Array(repeating: (Dispersal.segmentLength, header.threshold * Dispersal.segmentLength), count: Int(layout.full))
+            let full = Dispersal.segmentLength(k: header.threshold)
+            var stripe = [UInt8](repeating: 0, count: header.threshold * full)
+            let stripes = Array(repeating: (full, Dispersal.stripeLength), count: Int(layout.full))
                 + (layout.last > 0 ? [(layout.last, layout.lastData)] : [])
             for (segment, data) in stripes {
                 let buffers = try stage.reserve()
@@ -237,10 +238,10 @@ public enum SecretRecovery {
                 try stripe.withUnsafeMutableBytes { target in
                     decoder.decode(buffers.map { UnsafeRawBufferPointer(start: $0, count: segment) }, into: target)
                     stage.submit(length: segment)
-                    // The dealer zero-pads the last stripe (FORMAT.md §8); other padding is a
+                    // The dealer zero-pads each stripe (FORMAT.md §8); other padding is a
                     // second encoding of the same ciphertext, so it is refused.
                     guard UnsafeRawBufferPointer(target)[data..<header.threshold * segment].allSatisfy({ $0 == 0 }) else {
-                        throw PiecesDisagree(error: .corruptSecret("the last stripe's padding is not zero"))
+                        throw PiecesDisagree(error: .corruptSecret("a stripe's padding is not zero"))
                     }
                     progress?.advance(data)
                     try opening.write(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(target)[0..<data]))
@@ -292,7 +293,7 @@ public enum SecretRecovery {
     /// Nil if the piece matches its commitment and the key share its proof key.
     private static func verify(_ candidate: Candidate, header: BundleHeader,
                                source: any ByteSource) throws -> String? {
-        let hasher = BundleHeader.commitmentHasher()
+        let hasher = header.commitmentHasher()
         let reader = PieceReader(source: source, length: header.pieceLength, trailer: candidate.release == nil ? 0 : 64, observe: hasher.update)
         let trailer: [UInt8]
         do {
@@ -355,9 +356,9 @@ final class PieceReader {
     /// Reads to the end, and checks that nothing follows the trailer; returns the trailer.
     @discardableResult
     func drain() throws -> [UInt8] {
-        let buffer = UnsafeMutableRawPointer.allocate(byteCount: Dispersal.segmentLength, alignment: 64)
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: Dispersal.maximumSegmentLength, alignment: 64)
         defer { buffer.deallocate() }
-        while left > 0 { try read(Int(min(left, UInt64(Dispersal.segmentLength))), into: buffer) }
+        while left > 0 { try read(Int(min(left, UInt64(Dispersal.maximumSegmentLength))), into: buffer) }
         return try finish()
     }
 

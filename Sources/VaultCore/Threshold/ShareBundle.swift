@@ -66,8 +66,8 @@ public struct BundleHeader: Equatable, Sendable {
         Sodium.blake2b(key: "vault/v1/holder", secretID, agreementKey)
     }
 
-    /// The commitment to a piece: SHA-256 of "vault/v2/piece" ‖ piece (FORMAT §9).
-    static func commitmentHasher() -> SHA256Hasher { SHA256Hasher(domain: "vault/v2/piece") }
+    /// The commitment to a piece of this secret (FORMAT §9).
+    func commitmentHasher() -> PieceHasher { PieceHasher(threshold: threshold) }
 
     /// The proof-of-possession key pair of index j, from what only holder j (or a holder of
     /// k pieces) knows: its key share and its piece's commitment.

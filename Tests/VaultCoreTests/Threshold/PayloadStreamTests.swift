@@ -30,13 +30,6 @@ import VaultTestSupport
         #expect(PayloadStream.plaintextLength(sealed: UInt64(sealed.count)) == UInt64(length))
         #expect(try open(sealed, key: key, step: 70_001) == data)
         #expect(try seal(data, key: key, step: max(1, length)) == sealed, "the same key and plaintext seal alike, however fed")
-        // Read straight from a source into the sealer's batch: the same bytes again.
-        var read: [UInt8] = []
-        let sealer = PayloadSealer(key: key) { read += $0 }
-        var source = BytesSource(data)
-        while try sealer.read(from: &source) > 0 {}
-        try sealer.finish()
-        #expect(read == sealed)
     }
 
     /// The chunks are the §7 construction, chunk by chunk: an independent AES-GCM of each

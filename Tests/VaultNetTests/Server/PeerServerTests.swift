@@ -186,7 +186,7 @@ func ask(_ channel: SecureChannel, _ request: PieceRequest) async throws -> (Pee
         forged[opened.bodyOffset] ^= 0xFF
         // Signed as altered, as a lying holder would: the signature holds, the commitment not.
         let end = forged.count - 64
-        let hasher = BundleHeader.commitmentHasher()
+        let hasher = try holders.secret(of: recipient).header.commitmentHasher()
         forged[opened.bodyOffset..<end].withUnsafeBytes { hasher.update($0) }
         let signature = holders.identities[liar].sign(ReleasedPiece.pieceSignatureMessage(opened.header, pieceHash: hasher.finish()))
         forged.replaceSubrange(end..., with: signature)

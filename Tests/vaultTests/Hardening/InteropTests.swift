@@ -10,7 +10,7 @@ import VaultTestSupport
 
     @Test func pythonRecombinesFromTheSpec() throws {
         let circle = try Circle(["alice", "bob", "carol", "dave", "erin"])
-        // Three stripes of 3 × 64 KiB and a partial fourth, behind a password layer.
+        // Nine full stripes (sealed chunks, FORMAT §8) and a partial tenth, behind a password layer.
         let content = (0..<(3 * 3 * 65536 + 12345)).map { UInt8(truncatingIfNeeded: $0 &* 2654435761 >> 13) }
         let file = try circle.files.write("payload.bin", content)
         let password = try circle.files.write("pw", Array("interop password\n".utf8))

@@ -158,7 +158,7 @@ import VaultTestSupport
         let end = forged.count - 64
         forged[opened.bodyOffset + (end - opened.bodyOffset) / 2] ^= 0x5A
         let signer = try Keystore.open(home: VaultHome(directory: liar.vault.home)).unlock(passphrase: nil)
-        let hasher = BundleHeader.commitmentHasher()
+        let hasher = header.commitmentHasher()
         forged[opened.bodyOffset..<end].withUnsafeBytes { hasher.update($0) }
         forged.replaceSubrange(end..., with: signer.sign(ReleasedPiece.pieceSignatureMessage(opened.header, pieceHash: hasher.finish())))
         return try circle.files.write("forged-\(UUID().uuidString).vpiece", forged)

@@ -38,7 +38,7 @@ struct Bench: AsyncParsableCommand {
             let ceiling = Calibration.shareCeilingMBps(k: threshold, n: count, cores: cores, cipher: cipher, hash: hash, dispersal: dispersal)
             print(String(format: "one core: AES-256-GCM payload chunks %.0f MB/s, SHA-256 commitments %.0f MB/s, dispersal %.0f MB/s (libsodium secretstream, for items and the password layer: %.0f MB/s)",
                          cipher, hash, dispersal, stream))
-            print(String(format: "share cannot beat %.0f MB/s on %d cores (the dispersal on one, the cipher and n/k of hashing spread; input and pieces not counted)",
+            print(String(format: "share cannot beat %.0f MB/s on %d cores (each core seals, disperses and hashes chunks of its own; input and pieces not counted)",
                          ceiling, cores))
         }
 
