@@ -58,9 +58,21 @@ extension Keystore {
 
     /// Runs `body` with this share's piece, read from its file in bounded memory.
     func withPiece<T>(_ secret: StoredSecret, _ body: (inout any ByteSource) throws -> T) throws -> T {
+        let (file, offset) = try pieceFile(of: secret)
+        do {
+            try file.skip(offset)
+        } catch {
+            throw VaultError.keystoreCorrupt("the piece file of share \(secret.header.secretIDHex.prefix(16)) cannot be read (\(VaultError.words(for: error)))")
+        }
+        var source: any ByteSource = file
+        return try body(&source)
+    }
+
+    /// The stored piece's file, once its size is checked, and where the piece starts in it.
+    func pieceFile(of secret: StoredSecret) throws -> (file: FileSource, offset: UInt64) {
         let file: FileSource
         do {
-            file = try FileSource.skipping(secret.prefixLength + ShareBundle.bodyPrefixLength, of: pieceFile(secret.header))
+            file = try FileSource(path: pieceFile(secret.header))
         } catch {
             throw VaultError.keystoreCorrupt("the piece file of share \(secret.header.secretIDHex.prefix(16)) cannot be read (\(VaultError.words(for: error)))")
         }
@@ -68,8 +80,7 @@ extension Keystore {
         guard file.size == ShareBundle.length(prefixLength: secret.prefixLength, header: secret.header) else {
             throw VaultError.keystoreCorrupt("the piece file of share \(secret.header.secretIDHex.prefix(16)) has the wrong size")
         }
-        var source: any ByteSource = file
-        return try body(&source)
+        return (file, UInt64(secret.prefixLength + ShareBundle.bodyPrefixLength))
     }
 
     /// Removes piece files that no row references: those of a process killed between the

@@ -23,7 +23,7 @@ extension ByteSource {
 
 /// A file descriptor read to its end: a file, a pipe, standard input.
 public final class FileSource: ByteSource {
-    private let fd: Int32
+    fileprivate let fd: Int32
     private let owned: Bool
     /// The path shown in errors.
     public let path: String
@@ -100,6 +100,27 @@ public final class FileSource: ByteSource {
             }
             if errno != EINTR { throw VaultError.fileSystem(path: path, errno: errno) }
         }
+    }
+}
+
+extension FileSource {
+    /// Reads `buffer.count` bytes at `position` (from the file's start) without moving the
+    /// stream's position: threads may read at once (``RecoveryLanes``). Throws
+    /// ``VaultError/truncated(what:)`` naming `what` when the file ends first.
+    func read(at position: UInt64, into buffer: UnsafeMutableRawBufferPointer, what: String) throws {
+        var done = 0
+        while done < buffer.count {
+            let count = pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(position) + off_t(done))
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { throw VaultError.fileSystem(path: path, errno: errno) }
+            guard count > 0 else { throw VaultError.truncated(what: what) }
+            done += count
+        }
+    }
+
+    /// Asks the kernel to read `length` bytes at `position` ahead, without waiting.
+    func prefetch(_ length: UInt64, at position: UInt64) {
+        _ = posix_fadvise(fd, off_t(position), off_t(length), POSIX_FADV_WILLNEED)
     }
 }
 

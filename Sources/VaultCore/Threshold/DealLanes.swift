@@ -53,7 +53,7 @@ final class DealLanes: @unchecked Sendable {
     func run(_ plaintext: some ByteSource) throws -> (ciphertextLength: UInt64, commitments: [[UInt8]]) {
         // Read only under `reading`, by one lane at a time.
         nonisolated(unsafe) var source = plaintext
-        PayloadStream.spread(PayloadStream.workers) { _, _ in
+        PayloadStream.inLanes { _ in
             let lane = Lane(key: key, k: k, n: n, segmentLength: segmentLength)
             while let chunk = take(from: &source, into: lane) {
                 do {
@@ -136,7 +136,7 @@ final class DealLanes: @unchecked Sendable {
     /// Seals, disperses, hashes and writes one chunk.
     private func deal(_ chunk: UInt64, in lane: Lane) throws {
         let sealedLength = lane.count + PayloadStream.tagLength
-        guard (chunk + 1) * UInt64(PayloadStream.sealedChunkLength) <= Limits.maximumCiphertext else {
+        guard chunk * UInt64(PayloadStream.sealedChunkLength) + UInt64(sealedLength) <= Limits.maximumCiphertext else {
             throw VaultError.invalidSecret("larger than 1 TiB")
         }
         lane.plain.withUnsafeBytes { plain in

@@ -22,8 +22,6 @@ enum PayloadStream {
     static let chunkLength = 65536
     static let tagLength = AESGCMChunkCipher.tagLength
     static let sealedChunkLength = chunkLength + tagLength
-    /// Chunks sealed or opened together, spread over the cores.
-    static let batch = 8
 
     /// The sealed length of `plaintext` bytes.
     static func sealedLength(plaintext: UInt64) -> UInt64 {
@@ -59,98 +57,40 @@ enum PayloadStream {
         nonce(index, last: last).withUnsafeBytes { cipher.seal(chunk, nonce: $0, into: output) }
     }
 
-    /// How many cores to spread a batch over.
-    static let workers = max(1, min(batch, ProcessInfo.processInfo.activeProcessorCount))
+    /// Opens chunk `index` (16 to ``sealedChunkLength`` bytes) into `output` (its length −
+    /// 16 bytes). On failure `output` is erased, and the error says why: a chunk that opens
+    /// under the other last flag was cut from, or appended to, a real stream.
+    static func open(_ chunk: UnsafeRawBufferPointer, index: UInt64, last: Bool, with cipher: AESGCMChunkCipher,
+                     into output: UnsafeMutableRawBufferPointer) throws(SecretStream.Failure) {
+        func opens(last: Bool) -> Bool { nonce(index, last: last).withUnsafeBytes { cipher.open(chunk, nonce: $0, into: output) } }
+        guard !opens(last: last) else { return }
+        let failure: SecretStream.Failure = opens(last: !last) ? (last ? .truncated : .trailingData) : .forged
+        if output.count > 0 { output.initializeMemory(as: UInt8.self, repeating: 0) }
+        throw failure
+    }
 
-    /// Where the other workers run: one serial queue each, of vault's own. Not
+    /// The lanes a stream is sealed or opened in: one a core, at most 8.
+    static let lanes = max(1, min(8, ProcessInfo.processInfo.activeProcessorCount))
+
+    /// Where the other lanes run: one serial queue each, of vault's own. Not
     /// `concurrentPerform`, nor a concurrent queue: both draw on dispatch's pool of as many
     /// threads as cores, which on Linux Swift concurrency shares, so a payload sealed from a
     /// task (a sync test, an async command) could hold every thread of it and stall every
     /// task in the process, network handlers among them, until dispatch noticed and added
     /// threads, seconds later. A serial queue gets a thread of its own when it has work.
-    private static let helpers = (1..<workers).map { DispatchQueue(label: "vault.payload-stream.\($0)") }
+    private static let helpers = (1..<lanes).map { DispatchQueue(label: "vault.payload-stream.\($0)") }
 
-    /// Runs `body(worker, chunk)` for chunks 0..<count, spread over the workers; worker w
-    /// takes chunks w, w + workers, … so that each worker's cipher is used by one thread.
-    /// Worker 0 is the caller's own thread; at most `workers` (of ``workers``) take part.
-    static func spread(_ count: Int, workers: Int = workers, _ body: (Int, Int) -> Void) {
-        let workers = min(workers, count)
-        // Each worker touches only its own chunks and its own cipher; the caller waits for
-        // every helper before it returns, so nothing outlives the caller's buffers.
+    /// Runs `body(lane)` on each of the ``lanes``, lane 0 on the caller's own thread, and
+    /// returns when every lane has.
+    static func inLanes(_ body: (Int) -> Void) {
+        // The caller waits for every helper before it returns, so nothing the body uses
+        // outlives the call.
         withoutActuallyEscaping(body) { body in
             nonisolated(unsafe) let work = body
-            let run: @Sendable (Int) -> Void = { worker in
-                for chunk in stride(from: worker, to: count, by: workers) { work(worker, chunk) }
-            }
             let group = DispatchGroup()
-            for worker in 1..<max(workers, 1) { helpers[worker - 1].async(group: group) { run(worker) } }
-            run(0)
+            for lane in 1..<lanes { helpers[lane - 1].async(group: group) { work(lane) } }
+            work(0)
             group.wait()
         }
-    }
-}
-
-/// Opens a payload stream fed in pieces of any size, a batch of chunks at a time, emitting
-/// only authenticated plaintext.
-final class PayloadOpener {
-    private let ciphers: [AESGCMChunkCipher]
-    private let workers: Int
-    private let pending = ChunkAccumulator(capacity: PayloadStream.batch * PayloadStream.sealedChunkLength)
-    /// Opened plaintext, in locked memory, erased on release.
-    private let plain = SecureBytes(count: PayloadStream.batch * PayloadStream.chunkLength)
-    private var counter: UInt64 = 0
-    private let emit: (UnsafeRawBufferPointer) throws -> Void
-
-    /// Opens a stream under `key` (32 bytes), on up to `workers` cores (fewer when the
-    /// caller keeps the others busy).
-    init(key: SecureBytes, workers: Int = PayloadStream.workers, emit: @escaping (UnsafeRawBufferPointer) throws -> Void) {
-        precondition(key.count == 32 && workers >= 1)
-        self.workers = min(workers, PayloadStream.workers)
-        ciphers = (0..<self.workers).map { _ in key.withUnsafeBytes { AESGCMChunkCipher(key: $0, sealing: false) } }
-        self.emit = emit
-    }
-
-    func write(_ bytes: UnsafeRawBufferPointer) throws {
-        try pending.append(bytes) { try open($0, final: false) }
-    }
-
-    /// Ends the stream: what remains ends with the final chunk.
-    func finish() throws {
-        guard pending.count >= PayloadStream.tagLength else { throw SecretStream.Failure.truncated }
-        try pending.drain { try open($0, final: true) }
-    }
-
-    private func open(_ input: UnsafeRawBufferPointer, final: Bool) throws {
-        let chunks = (input.count + PayloadStream.sealedChunkLength - 1) / PayloadStream.sealedChunkLength
-        let lastLength = input.count - (chunks - 1) * PayloadStream.sealedChunkLength
-        // A short chunk is the final one; a final chunk shorter than a tag is no chunk.
-        guard lastLength >= PayloadStream.tagLength else { throw SecretStream.Failure.truncated }
-        let first = counter
-        var failures = [SecretStream.Failure?](repeating: nil, count: chunks)
-        plain.withUnsafeMutableBytes { out in
-            failures.withUnsafeMutableBufferPointer { failures in
-                PayloadStream.spread(chunks, workers: workers) { worker, chunk in
-                    let start = chunk * PayloadStream.sealedChunkLength
-                    let size = chunk == chunks - 1 ? lastLength : PayloadStream.sealedChunkLength
-                    let last = final && chunk == chunks - 1
-                    let sealedChunk = UnsafeRawBufferPointer(rebasing: input[start..<start + size])
-                    let target = UnsafeMutableRawBufferPointer(
-                        rebasing: out[chunk * PayloadStream.chunkLength..<chunk * PayloadStream.chunkLength + size - PayloadStream.tagLength])
-                    func opens(last: Bool) -> Bool {
-                        PayloadStream.nonce(first + UInt64(chunk), last: last).withUnsafeBytes {
-                            ciphers[worker].open(sealedChunk, nonce: $0, into: target)
-                        }
-                    }
-                    guard !opens(last: last) else { return }
-                    // Why it failed, for the message: a chunk that opens under the other
-                    // flag was cut from, or appended to, a real stream.
-                    failures[chunk] = opens(last: !last) ? (last ? .truncated : .trailingData) : .forged
-                    if target.count > 0 { target.initializeMemory(as: UInt8.self, repeating: 0) }
-                }
-            }
-        }
-        if let failure = failures.lazy.compactMap({ $0 }).first { throw failure }
-        counter += UInt64(chunks)
-        try plain.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<input.count - chunks * PayloadStream.tagLength])) }
     }
 }

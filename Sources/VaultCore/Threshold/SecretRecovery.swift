@@ -80,22 +80,25 @@ public enum SecretRecovery {
             progress?.expect(header.ciphertextLength)
             do {
                 let hashers = candidates.map { _ in header.commitmentHasher() }
-                let trailers = try combine(candidates, of: secret, keystore: keystore, hashers: hashers, into: opening, progress: progress)
-                let problems = zip(candidates, zip(hashers, trailers)).map { candidate, checked in
-                    problem(candidate, header: header, pieceHash: checked.0.finish(), trailer: checked.1)
-                }
-                if problems.allSatisfy({ $0 == nil }) {
-                    for candidate in candidates {
-                        verified(candidate.outcome(nil))
-                        outcomes.append(candidate.outcome(nil))
+                // Checked before the last stripe's plaintext goes out, so a secret of one
+                // stripe reaches the output only once every piece checks out.
+                try combine(candidates, of: secret, keystore: keystore, hashers: hashers, into: opening, progress: progress) { trailers in
+                    let problems = zip(candidates, zip(hashers, trailers)).map { candidate, checked in
+                        problem(candidate, header: header, pieceHash: checked.0.finish(), trailer: checked.1)
                     }
-                    // Every piece matched: a stream that fails at its end is the dealer's.
-                    try opening.finish()
-                    return opening.recovered(pieces: outcomes)
+                    // Should the piece pass the check below, its bytes changed between the
+                    // two reads.
+                    guard problems.allSatisfy({ $0 == nil }) else {
+                        throw PiecesDisagree(error: .corruptSecret("a piece changed while it was being read"))
+                    }
                 }
-                // A piece failed its check after the pass reached its end. Should it pass
-                // the check below, its bytes changed between the two reads.
-                singlePassFailure = .corruptSecret("a piece changed while it was being read")
+                for candidate in candidates {
+                    verified(candidate.outcome(nil))
+                    outcomes.append(candidate.outcome(nil))
+                }
+                // Every piece matched: a stream that fails at its end is the dealer's.
+                try opening.finish()
+                return opening.recovered(pieces: outcomes)
             } catch let disagreement as PiecesDisagree {
                 singlePassFailure = disagreement.error
             }
@@ -128,7 +131,7 @@ public enum SecretRecovery {
         if let singlePassFailure { throw singlePassFailure }
 
         do {
-            _ = try combine(Array(good.prefix(header.threshold)), of: secret, keystore: keystore, hashers: nil, into: opening, progress: progress)
+            try combine(Array(good.prefix(header.threshold)), of: secret, keystore: keystore, hashers: nil, into: opening, progress: progress)
         } catch let disagreement as PiecesDisagree {
             throw disagreement.error
         }
@@ -136,8 +139,8 @@ public enum SecretRecovery {
         return opening.recovered(pieces: outcomes)
     }
 
-    /// Where the ciphertext goes once rebuilt: the data key's stream, the password layer, and
-    /// the payload's fields and content.
+    /// Where the plaintext goes once opened: the password layer, and the payload's fields
+    /// and content.
     private final class Opening {
         let header: BundleHeader
         private let password: () throws -> SecureBytes
@@ -145,7 +148,6 @@ public enum SecretRecovery {
         private let output: (UnsafeRawBufferPointer) throws -> Void
         private var payload: PayloadParser?
         private var layer: PasswordLayerParser?
-        private var outer: PayloadOpener?
         private var keyBytes = 0
 
         init(header: BundleHeader, password: @escaping () throws -> SecureBytes,
@@ -156,10 +158,8 @@ public enum SecretRecovery {
             self.output = output
         }
 
-        /// Starts the stream under the data key that `keyShares` rebuild, opened on up to
-        /// `workers` cores.
-        func start(keyShares: [(x: UInt8, share: SecureBytes)], workers: Int) {
-            let dataKey = Shamir.combine(keyShares)
+        /// Starts the layers; returns the data key that `keyShares` rebuild.
+        func start(keyShares: [(x: UInt8, share: SecureBytes)]) -> SecureBytes {
             // A key is exactly 32 bytes (FORMAT.md §10): a shorter or longer one is refused,
             // never handed on as a weaker key.
             let content: (UnsafeRawBufferPointer) throws -> Void = header.type != .key ? output : { [unowned self] bytes in
@@ -168,28 +168,16 @@ public enum SecretRecovery {
                 try output(bytes)
             }
             let payload = PayloadParser(expectedType: header.type.rawValue, metadataReady: metadataReady, content: content)
-            let layer = PasswordLayerParser(payload: payload, expected: header.passwordProtected, password: password)
+            layer = PasswordLayerParser(payload: payload, expected: header.passwordProtected, password: password)
             self.payload = payload
-            self.layer = layer
-            outer = PayloadOpener(key: dataKey, workers: workers, emit: layer.write)
+            return Shamir.combine(keyShares)
         }
 
-        /// Opens the next ciphertext bytes. The pieces are blamed for a chunk that fails.
-        func write(_ ciphertext: UnsafeRawBufferPointer) throws {
-            do {
-                try outer!.write(ciphertext)
-            } catch let failure as SecretStream.Failure {
-                throw PiecesDisagree(error: ciphertextError(failure))
-            }
-        }
+        /// Takes the next authenticated plaintext of the threshold layer.
+        func write(_ plaintext: UnsafeRawBufferPointer) throws { try layer!.write(plaintext) }
 
-        /// Checks the stream's and the payload's ends.
+        /// Checks the payload's end.
         func finish() throws {
-            do {
-                try outer!.finish()
-            } catch let failure as SecretStream.Failure {
-                throw ciphertextError(failure)
-            }
             try layer!.finish()
             guard header.type != .key || keyBytes == SharedKey.length else { throw VaultError.badKey }
         }
@@ -201,58 +189,44 @@ public enum SecretRecovery {
 
     /// A failure that the pieces' bytes cause (a short piece, ciphertext that does not open),
     /// as opposed to the output's or the password's.
-    private struct PiecesDisagree: Error {
+    struct PiecesDisagree: Error {
         let error: VaultError
     }
 
-    /// Rebuilds the ciphertext from k pieces, stripe by stripe, into `opening`. With
-    /// `hashers` (one a piece), each piece is also hashed as it goes, on another core, so
-    /// that it is read once. Returns each piece's trailer.
+    /// Rebuilds the ciphertext from k pieces and opens it into `opening` (``RecoveryLanes``).
+    /// With `hashers` (one a piece), each piece is also hashed as it goes, so that it is
+    /// read once; `check` then gets each piece's trailer, before the last stripe's
+    /// plaintext goes out.
     private static func combine(_ chosen: [Candidate], of secret: StoredSecret, keystore: Keystore, hashers: [PieceHasher]?,
-                                into opening: Opening, progress: ProgressMeter?) throws -> [[UInt8]] {
+                                into opening: Opening, progress: ProgressMeter?,
+                                check: @escaping ([[UInt8]]) throws -> Void = { _ in }) throws {
         let header = secret.header
-        // While one core hashes, the chunks are opened on this thread alone: measured on 2
-        // cores, a helper competing with the hashing for the other core made recovery of
-        // 1 GiB slower (1.53-1.64 s against 1.31-1.38 s).
-        opening.start(keyShares: chosen.map { (x: UInt8($0.index), share: $0.keyShare) },
-                      workers: hashers == nil ? PayloadStream.workers : max(1, PayloadStream.workers - 1))
-        return try keystore.withPiece(secret) { ownSource in
-            let readers = try chosen.map { candidate -> PieceReader in
-                let source: any ByteSource = try candidate.file.map { try FileSource.skipping($0.offset, of: $0.path) } ?? ownSource
-                return PieceReader(source: source, length: header.pieceLength, trailer: candidate.release == nil ? 0 : 64)
-            }
-            let stage = PieceStage(n: chosen.count, concurrent: false) { j, segment in hashers?[j].update(segment) }
-            let decoder = Dispersal.Decoder(xs: chosen.map { UInt8($0.index) })
-            let layout = Dispersal.segments(dataLength: header.ciphertextLength, k: header.threshold)
-            let full = Dispersal.segmentLength(k: header.threshold)
-            var stripe = [UInt8](repeating: 0, count: header.threshold * full)
-            let stripes = Array(repeating: (full, Dispersal.stripeLength), count: Int(layout.full))
-                + (layout.last > 0 ? [(layout.last, layout.lastData)] : [])
-            for (segment, data) in stripes {
-                let buffers = try stage.reserve()
-                do {
-                    for (reader, buffer) in zip(readers, buffers) { try reader.read(segment, into: buffer) }
-                } catch let error as VaultError {
-                    throw PiecesDisagree(error: error)
-                }
-                try stripe.withUnsafeMutableBytes { target in
-                    decoder.decode(buffers.map { UnsafeRawBufferPointer(start: $0, count: segment) }, into: target)
-                    stage.submit(length: segment)
-                    // The dealer zero-pads each stripe (FORMAT.md §8); other padding is a
-                    // second encoding of the same ciphertext, so it is refused.
-                    guard UnsafeRawBufferPointer(target)[data..<header.threshold * segment].allSatisfy({ $0 == 0 }) else {
-                        throw PiecesDisagree(error: .corruptSecret("a stripe's padding is not zero"))
-                    }
-                    progress?.advance(data)
-                    try opening.write(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(target)[0..<data]))
-                }
-            }
-            try stage.finish()
+        let dataKey = opening.start(keyShares: chosen.map { (x: UInt8($0.index), share: $0.keyShare) })
+        let pieces = try chosen.map { candidate -> RecoveryLanes.Piece in
+            let (file, offset) = try candidate.file.map { (try FileSource(path: $0.path), UInt64($0.offset)) } ?? keystore.pieceFile(of: secret)
+            return RecoveryLanes.Piece(x: UInt8(candidate.index), file: file, offset: offset)
+        }
+        try RecoveryLanes(ciphertextLength: header.ciphertextLength, pieces: pieces, key: dataKey, hashers: hashers,
+                          progress: progress, emit: opening.write).run {
+            try check(trailers(of: zip(chosen, pieces).map { ($0.release == nil ? 0 : 64, $1) }, pieceLength: header.pieceLength))
+        }
+    }
+
+    /// Each piece's trailer (a release's piece signature, else nothing): a piece ends where
+    /// its length says, and only its trailer follows.
+    private static func trailers(of pieces: [(length: Int, piece: RecoveryLanes.Piece)], pieceLength: UInt64) throws -> [[UInt8]] {
+        try pieces.map { length, piece in
+            let end = piece.offset + pieceLength
+            var bytes = [UInt8](repeating: 0, count: length)
             do {
-                return try readers.map { try $0.finish() }
+                try bytes.withUnsafeMutableBytes { try piece.file.read(at: end, into: $0, what: "a piece") }
             } catch let error as VaultError {
                 throw PiecesDisagree(error: error)
             }
+            guard piece.file.size == end + UInt64(length) else {
+                throw PiecesDisagree(error: .malformed(what: "a piece", detail: "bytes follow it"))
+            }
+            return bytes
         }
     }
 
@@ -272,7 +246,7 @@ public enum SecretRecovery {
         return try verify(candidate, header: header, source: FileSource.skipping(opened.bodyOffset, of: path))
     }
 
-    private static func ciphertextError(_ failure: SecretStream.Failure) -> VaultError {
+    static func ciphertextError(_ failure: SecretStream.Failure) -> VaultError {
         failure == .truncated ? .truncated(what: "the ciphertext") : .corruptSecret("the ciphertext \(failure)")
     }
 
@@ -378,13 +352,18 @@ extension FileSource {
     /// A file read from `offset` on.
     static func skipping(_ offset: Int, of path: String) throws -> FileSource {
         let source = try FileSource(path: path)
-        var skipped = 0
-        var buffer = [UInt8](repeating: 0, count: min(max(offset, 1), 65536))
-        while skipped < offset {
-            let count = try buffer.withUnsafeMutableBytes { try source.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<min($0.count, offset - skipped)])) }
-            guard count > 0 else { throw VaultError.truncated(what: path) }
-            skipped += count
-        }
+        try source.skip(UInt64(offset))
         return source
+    }
+
+    /// Reads and drops the next `count` bytes.
+    func skip(_ count: UInt64) throws {
+        var skipped: UInt64 = 0
+        var buffer = [UInt8](repeating: 0, count: Int(min(max(count, 1), 65536)))
+        while skipped < count {
+            let got = try buffer.withUnsafeMutableBytes { try read(into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<Int(min(UInt64($0.count), count - skipped))])) }
+            guard got > 0 else { throw VaultError.truncated(what: path) }
+            skipped += UInt64(got)
+        }
     }
 }

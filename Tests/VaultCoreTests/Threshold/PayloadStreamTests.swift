@@ -20,7 +20,7 @@ import VaultTestSupport
         return out
     }
 
-    /// Lengths around a chunk and around a batch of chunks (8 × 64 KiB), fed in odd steps.
+    /// Lengths around a chunk and several chunks, fed in odd steps.
     @Test(arguments: [0, 1, 65535, 65536, 65537, 3 * 65536, 200_000, 8 * 65536, 8 * 65536 + 1, 17 * 65536 + 5])
     func roundTripsWithDerivableLengths(length: Int) throws {
         let key = SecureRandom().secureBytes(32)
@@ -46,7 +46,7 @@ import VaultTestSupport
     @Test func refusesTamperingReorderingTruncationAndExtension() throws {
         let key = SecureRandom().secureBytes(32)
         let chunk = PayloadStream.sealedChunkLength
-        // More than a batch, so failures inside a batch and in the final one are both seen.
+        // Ten chunks, so failures in the middle and in the final chunk are both seen.
         let sealed = try seal(SecureRandom().bytes(10 * 65536 + 7), key: key, step: 65536)
         var flipped = sealed
         flipped[3 * chunk + 5] ^= 1

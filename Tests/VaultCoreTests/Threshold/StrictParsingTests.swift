@@ -196,7 +196,7 @@ final class CraftedDeal {
         let dataKey = SecureRandom().secureBytes(32)
         let plain = [0x00, 0x01, 0x00, 0x00] + Array(repeating: 0x41, count: (chunks - 1) * PayloadStream.chunkLength + 100) as [UInt8]
         var ciphertext = try CraftedDeal.sealed(plain, key: dataKey)
-        // The first batch of 8 chunks has been opened and written before the forged one.
+        // The chunks before the forged one are opened and written, once.
         ciphertext[forged * PayloadStream.sealedChunkLength + 7] ^= 1
         let bundles = try deal.deal(dataKey: dataKey, dispersed: ciphertext, ciphertextLength: UInt64(ciphertext.count))
         var written = 0
@@ -208,7 +208,7 @@ final class CraftedDeal {
             #expect(VaultError.words(for: error) == "the secret is corrupt: the ciphertext does not authenticate (a wrong key, or altered data)")
         }
         #expect(outcomes.count == 2 && outcomes.allSatisfy { $0.problem == nil })
-        #expect(written == 8 * PayloadStream.chunkLength - 4)
+        #expect(written == forged * PayloadStream.chunkLength - 4)
     }
 
     /// A release damaged on the way, among exactly k: the single pass fails (a short read
