@@ -25,7 +25,7 @@ public final class SecureBytes {
             base = SecretArena.shared.allocate()
             return
         }
-        // Pages of its own: larger buffers are few (stream batches, a passphrase file), and
+        // Pages of its own: larger buffers are few (stream chunks, a passphrase file), and
         // their guard pages catch overruns. sodium_malloc still succeeds when mlock fails
         // under RLIMIT_MEMLOCK, and is nil only when mmap fails.
         guard let memory = sodium_malloc(count) else { fatalError("out of memory for secret bytes") }

@@ -1,7 +1,7 @@
-/// Gathers a stream's bytes into a buffer of fixed capacity (a chunk, or a batch of chunks)
-/// and hands it on, full, only when more bytes arrive. What comes last, full or short, stays
-/// behind until the end of input is known: that is what lets a sealer mark the last chunk
-/// and an opener demand the mark there. Both streams (§7) use it.
+/// Gathers a stream's bytes into a buffer of fixed capacity (a chunk) and hands it on,
+/// full, only when more bytes arrive. What comes last, full or short, stays behind until
+/// the end of input is known: that is what lets a sealer mark the last chunk and an opener
+/// demand the mark there. The secretstream (§7) uses it on both sides.
 ///
 /// The buffer holds plaintext on the sealing side, so it comes from `sodium_malloc`: locked
 /// where the system allows, and zeroed when released.

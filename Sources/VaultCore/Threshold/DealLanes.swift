@@ -4,8 +4,8 @@ import Foundation
 /// every core. Each lane (the caller's thread, and one helper a further core) takes the next
 /// 64 KiB of plaintext, seals it as one chunk of the payload stream, disperses that sealed
 /// chunk (one stripe) into its n segments, hashes each segment and writes it at its place in
-/// its piece: all of it while the chunk is in that core's cache. The lanes take alternate
-/// chunks, so they move no data between cores.
+/// its piece: all of it while the chunk is in that core's cache. Each lane takes the next
+/// chunk when it is free, so the lanes move no data between cores.
 ///
 /// Only two steps keep chunk order: reading the plaintext (a stream), and adding each
 /// segment's digest to its piece's commitment (§9), 32 bytes a segment. Measured on 2

@@ -1,4 +1,3 @@
-import CSodium
 import Dispatch
 import Foundation
 
@@ -72,23 +71,24 @@ enum PayloadStream {
     /// The lanes a stream is sealed or opened in: one a core, at most 8.
     static let lanes = max(1, min(8, ProcessInfo.processInfo.activeProcessorCount))
 
-    /// Where the other lanes run: one serial queue each, of vault's own. Not
-    /// `concurrentPerform`, nor a concurrent queue: both draw on dispatch's pool of as many
-    /// threads as cores, which on Linux Swift concurrency shares, so a payload sealed from a
-    /// task (a sync test, an async command) could hold every thread of it and stall every
-    /// task in the process, network handlers among them, until dispatch noticed and added
-    /// threads, seconds later. A serial queue gets a thread of its own when it has work.
-    private static let helpers = (1..<lanes).map { DispatchQueue(label: "vault.payload-stream.\($0)") }
-
     /// Runs `body(lane)` on each of the ``lanes``, lane 0 on the caller's own thread, and
     /// returns when every lane has.
+    ///
+    /// The other lanes run on serial queues made for this call. Not `concurrentPerform`,
+    /// nor a concurrent queue: both draw on dispatch's pool of as many threads as cores,
+    /// which on Linux Swift concurrency shares, so a payload sealed from a task (a sync
+    /// test, an async command) could hold every thread of it and stall every task in the
+    /// process, network handlers among them, until dispatch noticed and added threads,
+    /// seconds later. A serial queue gets a thread of its own when it has work. Nor queues
+    /// shared by every call: a reshare's dealer reads what its recovery writes, in the same
+    /// process, and with shared queues one's lane could wait behind the other's for ever.
     static func inLanes(_ body: (Int) -> Void) {
         // The caller waits for every helper before it returns, so nothing the body uses
         // outlives the call.
         withoutActuallyEscaping(body) { body in
             nonisolated(unsafe) let work = body
             let group = DispatchGroup()
-            for lane in 1..<lanes { helpers[lane - 1].async(group: group) { work(lane) } }
+            for lane in 1..<lanes { DispatchQueue(label: "vault.lane.\(lane)").async(group: group) { work(lane) } }
             work(0)
             group.wait()
         }

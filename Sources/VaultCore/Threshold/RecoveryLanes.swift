@@ -28,10 +28,14 @@ final class RecoveryLanes: @unchecked Sendable {
     private let stripes: UInt64
     private let segmentLength: Int
 
-    /// Guards the next stripe to take, the stripes' order (`turn`), the read-ahead and the
-    /// first failure.
-    private let order = NSCondition()
+    /// Guards the next stripe to take, and whether the lanes stop. Not `order`: a lane
+    /// emitting under `order` (a write, the password layer) must not keep the others from
+    /// taking stripes.
+    private let taking = NSLock()
     private var nextStripe: UInt64 = 0
+    private var stopped = false
+    /// Guards the stripes' order (`turn`), the read-ahead and the first failure.
+    private let order = NSCondition()
     private var turn: UInt64 = 0
     private var failure: Error?
     private var prefetched: UInt64 = 0
@@ -101,9 +105,9 @@ final class RecoveryLanes: @unchecked Sendable {
 
     /// The next stripe to rebuild; nil once all are taken or one failed.
     private func take() -> UInt64? {
-        order.lock()
-        defer { order.unlock() }
-        guard failure == nil, nextStripe < stripes else { return nil }
+        taking.lock()
+        defer { taking.unlock() }
+        guard !stopped, nextStripe < stripes else { return nil }
         nextStripe += 1
         return nextStripe - 1
     }
@@ -173,6 +177,7 @@ final class RecoveryLanes: @unchecked Sendable {
             try lane.plain.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<lane.plainLength])) }
         } catch {
             failure = error
+            taking.withLock { stopped = true }
         }
         turn += 1
         order.broadcast()

@@ -48,7 +48,7 @@ public enum SecretDealer {
     /// first, then `request.holders`). Returns the dealer's header. The outputs are written
     /// but not committed: the caller commits them once it has also stored its own share.
     public static func share(
-        _ request: ShareRequest, content: inout some ByteSource, dealer: Identity, outputs: [OutputFile],
+        _ request: ShareRequest, content: some ByteSource, dealer: Identity, outputs: [OutputFile],
         random: some RandomSource = SecureRandom()
     ) throws -> [BundleHeader] {
         let n = request.holders.count + 1, k = request.threshold

@@ -28,8 +28,9 @@ public struct RecoveredSecret: Sendable {
 /// Rebuilds a secret from this holder's share and pieces released by others.
 public enum SecretRecovery {
     /// Verifies every piece against the dealer's signed header and combines k good ones.
-    /// With exactly k pieces, each is read once and checked while it is combined; output
-    /// then receives (authenticated) plaintext before the pieces' checks end.
+    /// With exactly k pieces, each is read once and checked while it is combined; the
+    /// checks end before the last chunk's plaintext goes out, so output may have received
+    /// the (authenticated) plaintext before it when a check fails.
     ///
     /// A piece that fails (forged, or a damaged release) is reported and left out; recovery goes on while k good
     /// pieces remain. Output receives only authenticated plaintext; when it fails part way,
@@ -69,7 +70,7 @@ public enum SecretRecovery {
         let opening = Opening(header: header, password: password, metadataReady: metadataReady, output: output)
 
         // The common case, exactly k pieces whose key shares check out: each piece is read
-        // once, hashed on another core while the stripes are decoded and decrypted. The
+        // once, each stripe's segments hashed by the lane that decodes and decrypts it. The
         // data key came from key shares the dealer's proof keys vouch for, so what reaches
         // the output is authenticated plaintext; a piece that was altered makes its
         // ciphertext chunks fail, and recovery then looks for the culprit below.

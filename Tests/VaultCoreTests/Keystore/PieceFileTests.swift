@@ -20,8 +20,8 @@ import VaultTestSupport
         try bob.addPeer(aliceID.card, label: aliceID.label, address: nil)
         let request = ShareRequest(type: .note, threshold: 2, holders: [(label: bobID.label, card: bobID.card)])
         let outputs = [try alice.newBundleFile(), try OutputFile(path: directory.file("bob.vshare"))]
-        var source = BytesSource(Array(text.utf8))
-        _ = try SecretDealer.share(request, content: &source, dealer: aliceID, outputs: outputs)
+        let source = BytesSource(Array(text.utf8))
+        _ = try SecretDealer.share(request, content: source, dealer: aliceID, outputs: outputs)
         try outputs[1].commit()
         let own = try alice.storeOwnBundle(at: outputs[0].path, identity: aliceID, name: name)
         #expect(!FileManager.default.fileExists(atPath: outputs[0].path), "the dealer's bundle moved, not copied")
@@ -89,8 +89,8 @@ import VaultTestSupport
         // A second secret under the same local name is refused after staging.
         let request = ShareRequest(type: .note, threshold: 2, holders: [(label: dealt.bobID.label, card: dealt.bobID.card)])
         let outputs = [try dealt.alice.newBundleFile(), try OutputFile(path: directory.file("again.vshare"))]
-        var source = BytesSource(Array("again".utf8))
-        _ = try SecretDealer.share(request, content: &source, dealer: dealt.aliceID, outputs: outputs)
+        let source = BytesSource(Array("again".utf8))
+        _ = try SecretDealer.share(request, content: source, dealer: dealt.aliceID, outputs: outputs)
         #expect(throws: VaultError.invalidSecret("a secret named 'taken' exists already")) {
             try dealt.alice.storeOwnBundle(at: outputs[0].path, identity: dealt.aliceID, name: try Label("taken"))
         }

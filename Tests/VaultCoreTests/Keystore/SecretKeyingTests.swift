@@ -21,8 +21,8 @@ import VaultTestSupport
         func deal(from dealer: Int, _ text: String) throws -> (BundleHeader, String) {
             let request = ShareRequest(type: .note, threshold: 2, holders: [(label: identities[1].label, card: identities[1].card)])
             let outputs = try (0..<2).map { try OutputFile(path: temporary.file("\(labels[dealer])-\($0).vshare")) }
-            var source = BytesSource(Array(text.utf8))
-            let headers = try SecretDealer.share(request, content: &source, dealer: identities[dealer], outputs: outputs,
+            let source = BytesSource(Array(text.utf8))
+            let headers = try SecretDealer.share(request, content: source, dealer: identities[dealer], outputs: outputs,
                                                  random: SeededRandom(seed: "one id for two dealers"))
             _ = try keystores[dealer].storeOwnBundle(at: outputs[0].path, identity: identities[dealer], name: nil)
             try outputs[1].commit()
@@ -55,8 +55,8 @@ import VaultTestSupport
         try keystore.addPeer(bobIdentity.card, label: bobIdentity.label, address: nil)
         let request = ShareRequest(type: .note, threshold: 2, holders: [(label: bobIdentity.label, card: bobIdentity.card)])
         let outputs = try (0..<2).map { try OutputFile(path: temporary.file("b\($0).vshare")) }
-        var source = BytesSource(Array("the old way".utf8))
-        let header = try SecretDealer.share(request, content: &source, dealer: identity, outputs: outputs)[0]
+        let source = BytesSource(Array("the old way".utf8))
+        let header = try SecretDealer.share(request, content: source, dealer: identity, outputs: outputs)[0]
         _ = try keystore.storeOwnBundle(at: outputs[0].path, identity: identity, name: nil)
         // Back to the old keying and the old piece rows, as a keystore written before v7.
         let pieceFile = keystore.pieceFile(header)

@@ -65,8 +65,8 @@ import VaultTestSupport
                                    threshold: 2, holders: holders, publishLabels: true,
                                    password: SecureBytes(copying: Array(Self.password.utf8)))
         let outputs = try ["alice", "bob", "carol"].map { try OutputFile(path: Self.directory + "/\($0).vshare", replace: true) }
-        var source = BytesSource(Self.content)
-        _ = try SecretDealer.share(request, content: &source, dealer: alice, outputs: outputs, random: SeededRandom(seed: "vector deal"))
+        let source = BytesSource(Self.content)
+        _ = try SecretDealer.share(request, content: source, dealer: alice, outputs: outputs, random: SeededRandom(seed: "vector deal"))
         try outputs.dropFirst().forEach { try $0.commit() }
         try (try keystores[1].identityInfo().card.text + "\n").write(toFile: Self.directory + "/bob.card", atomically: true, encoding: .utf8)
     }

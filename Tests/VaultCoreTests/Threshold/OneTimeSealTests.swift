@@ -19,8 +19,8 @@ import VaultTestSupport
         let alice = deal.identities[0], bob = deal.identities[1]
         let request = ShareRequest(type: .note, threshold: 2, holders: [(bob.label, bob.card), (deal.identities[2].label, deal.identities[2].card)])
         let outputs = try (1...3).map { try OutputFile(path: deal.temporary.file("b\($0).vshare")) }
-        var source = BytesSource(Array("the combination is 4-8-15-16".utf8))
-        let headers = try SecretDealer.share(request, content: &source, dealer: alice, outputs: outputs)
+        let source = BytesSource(Array("the combination is 4-8-15-16".utf8))
+        let headers = try SecretDealer.share(request, content: source, dealer: alice, outputs: outputs)
         try outputs.forEach { try $0.commit() }
         let header = headers[1]
         let prefixLength = ShareBundle.prefix(header: header, signer: alice).count

@@ -159,11 +159,11 @@ final class CraftedDeal {
         let deal = try CraftedDeal()
         let bundles = try deal.deal(type: .key, outer: [0x00, 0x05, 0x00, 0x00] + Array(repeating: 7, count: 16))
         #expect(throws: VaultError.badKey) { try deal.recover(bundles) }
-        var source = BytesSource(Array(repeating: 7, count: 16))
+        let source = BytesSource(Array(repeating: 7, count: 16))
         let outputs = try (0..<2).map { try OutputFile(path: deal.temporary.file("short-\($0)")) }
         let request = try ShareRequest(type: .key, threshold: 2, holders: [(Label("bob"), deal.identities[1].card)])
         #expect(throws: VaultError.invalidSecret("a key is 32 bytes, and this one has 16")) {
-            try SecretDealer.share(request, content: &source, dealer: deal.identities[0], outputs: outputs)
+            try SecretDealer.share(request, content: source, dealer: deal.identities[0], outputs: outputs)
         }
     }
 

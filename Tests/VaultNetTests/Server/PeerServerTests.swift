@@ -28,8 +28,8 @@ final class Holders: @unchecked Sendable {
         }
         let request = ShareRequest(type: .note, threshold: 2, holders: identities[1..<shareCount].map { (label: $0.label, card: $0.card) })
         let outputs = try (0..<shareCount).map { try OutputFile(path: temporary.file("b\($0).vshare")) }
-        var source = BytesSource(Array("the vault is in the basement".utf8))
-        secretID = try SecretDealer.share(request, content: &source, dealer: identities[0], outputs: outputs)[0].secretID
+        let source = BytesSource(Array("the vault is in the basement".utf8))
+        secretID = try SecretDealer.share(request, content: source, dealer: identities[0], outputs: outputs)[0].secretID
         _ = try keystores[0].storeOwnBundle(at: outputs[0].path, identity: identities[0], name: nil)
         for j in 1..<shareCount { try keystores[j].importBundles([outputs[j].path], identity: identities[j]) }
     }
@@ -275,8 +275,8 @@ func ask(_ channel: SecureChannel, _ request: PieceRequest) async throws -> (Pee
         // A bundle for carol, dealt by alice, that carol does not hold yet.
         let request = ShareRequest(type: .note, threshold: 2, holders: [(label: holders.identities[2].label, card: holders.identities[2].card)])
         let outputs = try (0..<2).map { try OutputFile(path: holders.temporary.file("c\($0).vshare")) }
-        var content = BytesSource(Array("another secret".utf8))
-        _ = try SecretDealer.share(request, content: &content, dealer: holders.identities[0], outputs: outputs)
+        let content = BytesSource(Array("another secret".utf8))
+        _ = try SecretDealer.share(request, content: content, dealer: holders.identities[0], outputs: outputs)
         let bundle = [UInt8](try Data(contentsOf: URL(fileURLWithPath: outputs[1].path)))
         let carol = holders.keystores[2]
         let before = try files(carol.home), secrets = try carol.secrets().count

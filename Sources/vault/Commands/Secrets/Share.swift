@@ -121,9 +121,9 @@ func distribute(_ request: ShareRequest, content: inout some ByteSource, peers: 
             ?? OutputFile(path: outbox.pendingPath(for: holder.label), shownAs: "the vault directory \(outbox.directory)")
     }
     let meter = ProgressMeter("sharing", total: (content as? FileSource)?.size ?? 0)
-    var metered = MeteredSource(content, meter: meter)
+    let metered = MeteredSource(content, meter: meter)
     ProgressLine.show("sharing", [meter])
-    let headers = try SecretDealer.share(request, content: &metered, dealer: identity, outputs: [own] + others)
+    let headers = try SecretDealer.share(request, content: metered, dealer: identity, outputs: [own] + others)
     ProgressLine.end()
     try check()
     // All or nothing: every bundle takes its final name (which the file system may refuse:

@@ -72,8 +72,8 @@ struct Bench: AsyncParsableCommand {
         let request = ShareRequest(type: .file, threshold: threshold,
                                    holders: identities.dropFirst().map { (label: $0.label, card: $0.card) })
         let outputs = try (0..<count).map { try OutputFile(path: directory + "/\($0 + 1).vshare") }
-        var source = PatternSource(length: bytes)
-        let shareSeconds = try time { _ = try SecretDealer.share(request, content: &source, dealer: identities[0], outputs: outputs) }
+        let source = PatternSource(length: bytes)
+        let shareSeconds = try time { _ = try SecretDealer.share(request, content: source, dealer: identities[0], outputs: outputs) }
         let sizes = try outputs.map { try FileManager.default.attributesOfItem(atPath: $0.path)[.size] as! UInt64 }
         let pieceBytes = sizes.reduce(0, +)
 
@@ -150,8 +150,8 @@ struct Bench: AsyncParsableCommand {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let request = ShareRequest(type: .file, threshold: threshold, holders: identities.dropFirst().map { (label: $0.label, card: $0.card) })
         let outputs = try (0..<count).map { try OutputFile(path: directory + "/\($0 + 1).vshare") }
-        var source = PatternSource(length: 100 << 20)
-        let headers = try SecretDealer.share(request, content: &source, dealer: identities[0], outputs: outputs)
+        let source = PatternSource(length: 100 << 20)
+        let headers = try SecretDealer.share(request, content: source, dealer: identities[0], outputs: outputs)
         let bundleBytes = try FileManager.default.attributesOfItem(atPath: outputs[1].path)[.size] as! UInt64
         let seconds = try await timeAsync {
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -174,8 +174,8 @@ struct Bench: AsyncParsableCommand {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let request = ShareRequest(type: .note, threshold: threshold, holders: identities.dropFirst().map { (label: $0.label, card: $0.card) })
         let outputs = try (0..<count).map { try OutputFile(path: directory + "/\($0 + 1).vshare") }
-        var source = PatternSource(length: UInt64(bytes))
-        let header = try SecretDealer.share(request, content: &source, dealer: identities[0], outputs: outputs)[0]
+        let source = PatternSource(length: UInt64(bytes))
+        let header = try SecretDealer.share(request, content: source, dealer: identities[0], outputs: outputs)[0]
         _ = try keystores[0].storeOwnBundle(at: outputs[0].path, identity: identities[0], name: nil)
         for j in 1..<count { try keystores[j].importBundles([outputs[j].path], identity: identities[j]) }
         return header.secretIDHex
