@@ -2,8 +2,8 @@ import Testing
 @testable import VaultCore
 import VaultTestSupport
 
-/// The dealer's lanes (DealLanes, OuterPlaintext) at the lengths where the last chunk
-/// changes: the threshold layer's plaintext (4 bytes of headers for a note, then the
+/// The dealer's lanes (DealLanes, OuterPlaintext) at the lengths where the last chunk or
+/// a lane's run of chunks changes: the threshold layer's plaintext (4 bytes of headers for a note, then the
 /// content) one byte short of, exactly at, and one byte past a multiple of 64 KiB. Each is
 /// dealt 2 of 3 by SecretDealer, and recovered by bob from his share and carol's release.
 @Suite struct DealLanesTests {
@@ -21,8 +21,10 @@ import VaultTestSupport
         return (content, try deal.recover(outputs.map(\.path)), header)
     }
 
+    /// Around one chunk, three, and a lane's run of four and eight chunks.
     @Test(arguments: [0, 65536 - headers - 1, 65536 - headers, 65536 - headers + 1,
-                      3 * 65536 - headers - 1, 3 * 65536 - headers, 3 * 65536 - headers + 1])
+                      3 * 65536 - headers - 1, 3 * 65536 - headers, 3 * 65536 - headers + 1,
+                      4 * 65536 - headers - 1, 4 * 65536 - headers, 4 * 65536 - headers + 1, 8 * 65536 - headers + 1])
     func everyLastChunkRoundTrips(contentLength: Int) throws {
         let (content, recovered, header) = try dealAndRecover(contentLength: contentLength)
         #expect(recovered == content)
