@@ -35,6 +35,10 @@ public enum SecretRecovery {
     /// A piece that fails (forged, or a damaged release) is reported and left out; recovery goes on while k good
     /// pieces remain. Output receives only authenticated plaintext; when it fails part way,
     /// the caller discards what it wrote.
+    ///
+    /// `output`, `password`, `metadataReady` and `progress` are called one at a time and
+    /// in stream order, but from whichever core's lane holds the next stripe, not
+    /// necessarily the caller's thread.
     public static func recover(
         _ secret: StoredSecret, keystore: Keystore, identity: Identity, pieceFiles: [String],
         password: @escaping () throws -> SecureBytes, metadataReady: @escaping (SecretMetadata) throws -> Void = { _ in },
