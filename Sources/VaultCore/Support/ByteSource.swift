@@ -11,13 +11,19 @@ extension ByteSource {
     /// Reads exactly `count` bytes, or fewer only at the end.
     public mutating func readFully(_ count: Int) throws -> [UInt8] {
         var out = [UInt8](repeating: 0, count: count)
+        let filled = try out.withUnsafeMutableBytes { try fill($0) }
+        return filled == count ? out : Array(out[0..<filled])
+    }
+
+    /// Reads until `buffer` is full or the source ends; returns the bytes read.
+    mutating func fill(_ buffer: UnsafeMutableRawBufferPointer) throws -> Int {
         var filled = 0
-        while filled < count {
-            let got = try out.withUnsafeMutableBytes { try read(into: UnsafeMutableRawBufferPointer(rebasing: $0[filled...])) }
+        while filled < buffer.count {
+            let got = try read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]))
             if got == 0 { break }
             filled += got
         }
-        return filled == count ? out : Array(out[0..<filled])
+        return filled
     }
 }
 
@@ -49,9 +55,10 @@ public final class FileSource: ByteSource {
     /// The size of a regular file when it was opened; nil for streams.
     private var openedSize: UInt64?
     private var consumed: UInt64 = 0
-    /// How far the kernel was asked to read ahead, and in what stretches.
+    /// How far the kernel was asked to read ahead.
     private var prefetched: UInt64 = 0
-    private static let readAhead: UInt64 = 16 << 20
+    /// The stretch asked for at a time, when half of the one before is read.
+    static let readAhead: UInt64 = 16 << 20
 
     /// Reads an open descriptor (a pipe's read end), closing it when released.
     public init(fileDescriptor: Int32, path: String) {
@@ -81,12 +88,12 @@ public final class FileSource: ByteSource {
     /// shared from it would silently not be the file the user meant.
     public func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
         if openedSize != nil && consumed + Self.readAhead / 2 >= prefetched {
-            // Read-ahead: ask the kernel for the next stretch now, without waiting. Recovery
-            // reads three files in turn, 64 KiB of each, and the kernel's own read-ahead
-            // (a few hundred KiB a file) left the disk idle between those small reads:
-            // measured on this disk, recovering 1 GiB took twice what reading the pieces
-            // and writing the output at once took.
-            _ = posix_fadvise(fd, off_t(prefetched), off_t(Self.readAhead), POSIX_FADV_WILLNEED)
+            // Read-ahead: ask the kernel for the next stretch now, without waiting, so the
+            // disk reads while vault computes. The kernel's own read-ahead (a few hundred KiB)
+            // left the disk idle between reads of pieces read side by side: measured on this
+            // disk, recovering 1 GiB took twice what reading the pieces and writing the
+            // output at once took.
+            prefetch(Self.readAhead, at: prefetched)
             prefetched += Self.readAhead
         }
         while true {
@@ -121,6 +128,24 @@ extension FileSource {
     /// Asks the kernel to read `length` bytes at `position` ahead, without waiting.
     func prefetch(_ length: UInt64, at position: UInt64) {
         _ = posix_fadvise(fd, off_t(position), off_t(length), POSIX_FADV_WILLNEED)
+    }
+
+    /// A file read from `offset` on.
+    static func skipping(_ offset: Int, of path: String) throws -> FileSource {
+        let source = try FileSource(path: path)
+        try source.skip(UInt64(offset))
+        return source
+    }
+
+    /// Reads and drops the next `count` bytes.
+    func skip(_ count: UInt64) throws {
+        var skipped: UInt64 = 0
+        var buffer = [UInt8](repeating: 0, count: Int(min(max(count, 1), 65536)))
+        while skipped < count {
+            let got = try buffer.withUnsafeMutableBytes { try read(into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<Int(min(UInt64($0.count), count - skipped))])) }
+            guard got > 0 else { throw VaultError.truncated(what: path) }
+            skipped += UInt64(got)
+        }
     }
 }
 
@@ -224,17 +249,13 @@ public final class OutputFile {
             guard count > 0 else { throw .fileSystem(path: name, errno: errno) }
             offset += count
         }
-        appended += UInt64(bytes.count)
-        if appended - writeBackStarted >= Self.writeBehind { writeBehindWindow() }
+        wrote(through: appended + UInt64(bytes.count))
     }
 
     /// Bytes appended, and how many of them the kernel was asked to start writing out.
     private var appended: UInt64 = 0
     private var writeBackStarted: UInt64 = 0
-    /// The window of write-behind.
-    static let writeBehind: UInt64 = 8 << 20
-
-    /// Write-behind: starts the disk on the window just appended, without waiting. Left to
+    /// The window of write-behind: the disk is started on each 8 MiB as it is written. Left to
     /// itself the kernel writes dirty pages out late (after seconds, or when memory runs
     /// short), so the disk would sit idle while vault computes and ``commit()``'s fsync
     /// would then write everything at once: measured on this disk, sharing 1 GiB took the
@@ -243,10 +264,7 @@ public final class OutputFile {
     /// (2.6-2.9 s against 2.45-2.5 s for 1 GiB), and the kernel's own dirty limits already
     /// throttle a writer that outruns the disk. Errors are left to ``commit()``'s fsync,
     /// which reports them.
-    private func writeBehindWindow() {
-        _ = vault_start_write_back(fd, Int64(writeBackStarted), Int64(appended - writeBackStarted))
-        writeBackStarted = appended
-    }
+    static let writeBehind: UInt64 = 8 << 20
 
     /// Writes bytes at an offset already written (a reserved prefix).
     func write(_ bytes: [UInt8], at position: UInt64) throws(VaultError) {
@@ -271,10 +289,12 @@ public final class OutputFile {
     }
 
     /// Records that every byte before `end` is written, for write-behind (one thread at a
-    /// time, with `end` growing).
+    /// time, with `end` growing), and starts the window when it is full.
     func wrote(through end: UInt64) {
         appended = max(appended, end)
-        if appended - writeBackStarted >= Self.writeBehind { writeBehindWindow() }
+        guard appended - writeBackStarted >= Self.writeBehind else { return }
+        _ = vault_start_write_back(fd, Int64(writeBackStarted), Int64(appended - writeBackStarted))
+        writeBackStarted = appended
     }
 
     /// Flushes to disk, closes, and keeps the file.

@@ -28,11 +28,10 @@ final class DealLanes: @unchecked Sendable {
     private var nextChunk: UInt64 = 0
     private var carried: UInt8?
     private var ended = false
-    /// Guards the chunks' order (`turn`), the length made, and the first failure.
-    private let order = NSCondition()
-    private var turn: UInt64 = 0
+    /// The digests' order, and the first failure.
+    private let order = LaneOrder()
+    /// The ciphertext's length so far, counted in turn.
     private var ciphertextLength: UInt64 = 0
-    private var failure: Error?
 
     /// Lanes that seal under `key` (32 bytes), disperse k of n and write piece j at
     /// `offset` in `outputs[j]`.
@@ -61,13 +60,13 @@ final class DealLanes: @unchecked Sendable {
                 do {
                     try deal(from: first, in: lane)
                 } catch {
-                    fail(error)
+                    order.fail(error)
                     break
                 }
-                guard commit(from: first, in: lane) else { break }
+                guard order.inTurn(first, count: UInt64(lane.chunks), { commit(from: first, in: lane) }) else { break }
             }
         }
-        if let failure { throw failure }
+        if let failure = order.failure { throw failure }
         return (ciphertextLength, commitments.map { $0.finish() })
     }
 
@@ -119,7 +118,7 @@ final class DealLanes: @unchecked Sendable {
     private func take(from source: inout some ByteSource, into lane: Lane) -> UInt64? {
         reading.lock()
         defer { reading.unlock() }
-        guard !ended, order.withLock({ failure == nil }) else { return nil }
+        guard !ended, order.failure == nil else { return nil }
         let first = nextChunk
         let full = run * PayloadStream.chunkLength
         do {
@@ -129,13 +128,7 @@ final class DealLanes: @unchecked Sendable {
                 count = 1
                 self.carried = nil
             }
-            try lane.plain.withUnsafeMutableBytes { buffer in
-                while count < buffer.count {
-                    let got = try source.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[count...]))
-                    if got == 0 { break }
-                    count += got
-                }
-            }
+            count += try lane.plain.withUnsafeMutableBytes { try source.fill(UnsafeMutableRawBufferPointer(rebasing: $0[count...])) }
             lane.last = count <= full
             if lane.last {
                 ended = true
@@ -146,7 +139,7 @@ final class DealLanes: @unchecked Sendable {
             lane.count = count
         } catch {
             ended = true
-            fail(error)
+            order.fail(error)
             return nil
         }
         nextChunk += UInt64(lane.chunks)
@@ -186,13 +179,8 @@ final class DealLanes: @unchecked Sendable {
         }
     }
 
-    /// Adds the run's segment digests to the commitments once every earlier chunk's are
-    /// in; false if another lane failed meanwhile.
-    private func commit(from first: UInt64, in lane: Lane) -> Bool {
-        order.lock()
-        defer { order.unlock() }
-        while turn != first && failure == nil { order.wait() }
-        guard failure == nil else { return false }
+    /// Adds the run's segment digests to the commitments, in turn.
+    private func commit(from first: UInt64, in lane: Lane) {
         lane.digests.withUnsafeBytes { digests in
             for i in 0..<lane.chunks {
                 for j in 0..<n {
@@ -204,15 +192,5 @@ final class DealLanes: @unchecked Sendable {
         let end = offset + first * UInt64(segmentLength) + UInt64(lane.written)
         for output in outputs { output.wrote(through: end) }
         ciphertextLength += UInt64(lane.count + lane.chunks * PayloadStream.tagLength)
-        turn += UInt64(lane.chunks)
-        order.broadcast()
-        return true
-    }
-
-    private func fail(_ error: Error) {
-        order.lock()
-        if failure == nil { failure = error }
-        order.broadcast()
-        order.unlock()
     }
 }

@@ -28,18 +28,14 @@ final class RecoveryLanes: @unchecked Sendable {
     private let stripes: UInt64
     private let segmentLength: Int
 
-    /// Guards the next stripe to take, and whether the lanes stop. Not `order`: a lane
-    /// emitting under `order` (a write, the password layer) must not keep the others from
-    /// taking stripes.
+    /// Guards the next stripe to take. Not taken in turn: a lane emitting in turn (a write,
+    /// the password layer) must not keep the others from taking stripes.
     private let taking = NSLock()
     private var nextStripe: UInt64 = 0
-    private var stopped = false
-    /// Guards the stripes' order (`turn`), the read-ahead and the first failure.
-    private let order = NSCondition()
-    private var turn: UInt64 = 0
-    private var failure: Error?
+    /// The stripes' order, and the first failure.
+    private let order = LaneOrder()
+    /// How far the pieces were asked to be read ahead, in turn.
     private var prefetched: UInt64 = 0
-    private static let readAhead: UInt64 = 16 << 20
 
     /// Lanes that rebuild `ciphertextLength` bytes of ciphertext from `pieces` (k of a k-of-n
     /// secret), open it under `key` and hand the plaintext to `emit`, in order. With
@@ -70,10 +66,10 @@ final class RecoveryLanes: @unchecked Sendable {
             let lane = Lane(key: key, k: k, segmentLength: segmentLength)
             while let stripe = take() {
                 let outcome = Result { try rebuild(stripe, in: lane) }
-                guard commit(stripe, outcome, from: lane) else { break }
+                guard order.inTurn(stripe, { try commit(stripe, outcome, from: lane) }) else { break }
             }
         }
-        if let failure { throw failure }
+        if let failure = order.failure { throw failure }
     }
 
     private var beforeLast: () throws -> Void = {}
@@ -107,7 +103,7 @@ final class RecoveryLanes: @unchecked Sendable {
     private func take() -> UInt64? {
         taking.lock()
         defer { taking.unlock() }
-        guard !stopped, nextStripe < stripes else { return nil }
+        guard order.failure == nil, nextStripe < stripes else { return nil }
         nextStripe += 1
         return nextStripe - 1
     }
@@ -155,41 +151,29 @@ final class RecoveryLanes: @unchecked Sendable {
         if let failure { throw SecretRecovery.PiecesDisagree(error: SecretRecovery.ciphertextError(failure)) }
     }
 
-    /// Takes the stripe's outcome once every earlier stripe's is taken: its digests and
-    /// plaintext go on, or its failure stops the lanes. False when the lane should stop.
-    private func commit(_ stripe: UInt64, _ outcome: Result<Void, Error>, from lane: Lane) -> Bool {
-        order.lock()
-        defer { order.unlock() }
-        while turn != stripe && failure == nil { order.wait() }
-        guard failure == nil else { return false }
-        do {
-            try outcome.get()
-            if let hashers {
-                lane.digests.withUnsafeBytes { digests in
-                    for (j, hasher) in hashers.enumerated() {
-                        hasher.append(segmentDigest: UnsafeRawBufferPointer(rebasing: digests[32 * j..<32 * j + 32]))
-                    }
+    /// Takes the stripe's outcome, in turn: its digests and plaintext go on, or its failure
+    /// stops the lanes.
+    private func commit(_ stripe: UInt64, _ outcome: Result<Void, Error>, from lane: Lane) throws {
+        try outcome.get()
+        if let hashers {
+            lane.digests.withUnsafeBytes { digests in
+                for (j, hasher) in hashers.enumerated() {
+                    hasher.append(segmentDigest: UnsafeRawBufferPointer(rebasing: digests[32 * j..<32 * j + 32]))
                 }
             }
-            prefetch(from: stripe * UInt64(segmentLength))
-            if stripe == stripes - 1 { try beforeLast() }
-            progress?.advance(lane.plainLength + PayloadStream.tagLength)
-            try lane.plain.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<lane.plainLength])) }
-        } catch {
-            failure = error
-            taking.withLock { stopped = true }
         }
-        turn += 1
-        order.broadcast()
-        return failure == nil
+        prefetch(from: stripe * UInt64(segmentLength))
+        if stripe == stripes - 1 { try beforeLast() }
+        progress?.advance(lane.plainLength + PayloadStream.tagLength)
+        try lane.plain.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<lane.plainLength])) }
     }
 
     /// Read-ahead: asks for the next 16 MiB of every piece while 8 MiB remain of the last
     /// stretch. The lanes read their stripes' segments a few KiB at a time from k files,
     /// which the kernel's own read-ahead serves poorly on a disk (FileSource says more).
     private func prefetch(from position: UInt64) {
-        guard position + Self.readAhead / 2 >= prefetched else { return }
-        for piece in pieces { piece.file.prefetch(Self.readAhead, at: piece.offset + prefetched) }
-        prefetched += Self.readAhead
+        guard position + FileSource.readAhead / 2 >= prefetched else { return }
+        for piece in pieces { piece.file.prefetch(FileSource.readAhead, at: piece.offset + prefetched) }
+        prefetched += FileSource.readAhead
     }
 }

@@ -90,10 +90,14 @@ public enum SecretDealer {
         // on every core.
         let salt = random.bytes(PasswordLayer.saltLength)
         let passwordKey = request.password.map { request.scrypt.deriveKey(passphrase: $0, salt: salt) }
+        // The payload's fields (a file name, a username, a URL) are secret too: their one
+        // unlocked copy is wiped once the lanes have sealed it.
+        var payloadHeader = PayloadHeader.encode(type: request.type.rawValue, metadata: request.metadata)
+        defer { payloadHeader.wipe() }
         // A key secret is exactly 32 bytes: recovery refuses any other length.
         let plaintext = try OuterPlaintext(
             content: content, prefix: PasswordLayer.header(parameters: request.password.map { _ in request.scrypt }, salt: salt),
-            payloadHeader: PayloadHeader.encode(type: request.type.rawValue, metadata: request.metadata),
+            payloadHeader: payloadHeader,
             passwordKey: passwordKey, maximumContent: request.type == .key ? SharedKey.length : nil)
         let (ciphertextLength, commitments) = try DealLanes(key: dataKey, k: k, n: n, outputs: outputs, offset: UInt64(reserved))
             .run(plaintext)

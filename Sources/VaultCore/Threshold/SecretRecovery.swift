@@ -322,11 +322,8 @@ final class PieceReader {
     /// Reads the next `count` bytes into `buffer`.
     func read(_ count: Int, into buffer: UnsafeMutableRawPointer) throws {
         guard UInt64(count) <= left else { throw VaultError.malformed(what: "a piece", detail: "it is shorter than its stripes") }
-        var filled = 0
-        while filled < count {
-            let got = try source.read(into: UnsafeMutableRawBufferPointer(start: buffer + filled, count: count - filled))
-            guard got > 0 else { throw VaultError.truncated(what: "a piece") }
-            filled += got
+        guard try source.fill(UnsafeMutableRawBufferPointer(start: buffer, count: count)) == count else {
+            throw VaultError.truncated(what: "a piece")
         }
         left -= UInt64(count)
         observe?(UnsafeRawBufferPointer(start: buffer, count: count))
@@ -350,25 +347,5 @@ final class PieceReader {
         guard bytes.count == trailer else { throw VaultError.truncated(what: "a piece") }
         guard try source.readFully(1).isEmpty else { throw VaultError.malformed(what: "a piece", detail: "bytes follow it") }
         return bytes
-    }
-}
-
-extension FileSource {
-    /// A file read from `offset` on.
-    static func skipping(_ offset: Int, of path: String) throws -> FileSource {
-        let source = try FileSource(path: path)
-        try source.skip(UInt64(offset))
-        return source
-    }
-
-    /// Reads and drops the next `count` bytes.
-    func skip(_ count: UInt64) throws {
-        var skipped: UInt64 = 0
-        var buffer = [UInt8](repeating: 0, count: Int(min(max(count, 1), 65536)))
-        while skipped < count {
-            let got = try buffer.withUnsafeMutableBytes { try read(into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<Int(min(UInt64($0.count), count - skipped))])) }
-            guard got > 0 else { throw VaultError.truncated(what: path) }
-            skipped += UInt64(got)
-        }
     }
 }
