@@ -45,6 +45,21 @@ public struct Label: Hashable, Sendable, CustomStringConvertible {
         value = normalized
     }
 
+    /// A label as it is in a signed format (a bundle header, a group record). Labels the
+    /// user types are normalised, but a signed record is hashed as received, so a label not
+    /// already in NFC is refused here rather than re-encoded into bytes its signer never
+    /// signed.
+    init(signed r: inout ByteReader) throws {
+        let bytes = try r.raw(Int(try r.u8()))
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw ByteReader.Failure.invalid("a label is not UTF-8")
+        }
+        guard Array(text.precomposedStringWithCanonicalMapping.utf8) == bytes else {
+            throw ByteReader.Failure.invalid("a label is not in Unicode NFC")
+        }
+        try self.init(text)
+    }
+
     /// The form under which labels are compared.
     var key: String { value.lowercased() }
 

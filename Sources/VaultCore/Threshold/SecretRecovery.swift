@@ -71,7 +71,8 @@ public enum SecretRecovery {
             }
         }
 
-        let opening = Opening(header: header, password: password, metadataReady: metadataReady, output: output)
+        let opening = PayloadOpening(type: header.type, passwordProtected: header.passwordProtected, password: password,
+                                     metadataReady: metadataReady, output: output)
 
         // The common case, exactly k pieces whose key shares check out: each piece is read
         // once, each stripe's segments hashed by the lane that decodes and decrypts it. The
@@ -103,7 +104,7 @@ public enum SecretRecovery {
                 }
                 // Every piece matched: a stream that fails at its end is the dealer's.
                 try opening.finish()
-                return opening.recovered(pieces: outcomes)
+                return RecoveredSecret(type: header.type, metadata: opening.metadata, pieces: outcomes)
             } catch let disagreement as PiecesDisagree {
                 singlePassFailure = disagreement.error
             }
@@ -141,55 +142,7 @@ public enum SecretRecovery {
             throw disagreement.error
         }
         try opening.finish()
-        return opening.recovered(pieces: outcomes)
-    }
-
-    /// Where the plaintext goes once opened: the password layer, and the payload's fields
-    /// and content.
-    private final class Opening {
-        let header: BundleHeader
-        private let password: () throws -> SecureBytes
-        private let metadataReady: (SecretMetadata) throws -> Void
-        private let output: (UnsafeRawBufferPointer) throws -> Void
-        private var payload: PayloadParser?
-        private var layer: PasswordLayerParser?
-        private var keyBytes = 0
-
-        init(header: BundleHeader, password: @escaping () throws -> SecureBytes,
-             metadataReady: @escaping (SecretMetadata) throws -> Void, output: @escaping (UnsafeRawBufferPointer) throws -> Void) {
-            self.header = header
-            self.password = password
-            self.metadataReady = metadataReady
-            self.output = output
-        }
-
-        /// Starts the layers; returns the data key that `keyShares` rebuild.
-        func start(keyShares: [(x: UInt8, share: SecureBytes)]) -> SecureBytes {
-            // A key is exactly 32 bytes (FORMAT.md §10): a shorter or longer one is refused,
-            // never handed on as a weaker key.
-            let content: (UnsafeRawBufferPointer) throws -> Void = header.type != .key ? output : { [unowned self] bytes in
-                keyBytes += bytes.count
-                guard keyBytes <= SharedKey.length else { throw VaultError.badKey }
-                try output(bytes)
-            }
-            let payload = PayloadParser(expectedType: header.type.rawValue, metadataReady: metadataReady, content: content)
-            layer = PasswordLayerParser(payload: payload, expected: header.passwordProtected, password: password)
-            self.payload = payload
-            return Shamir.combine(keyShares)
-        }
-
-        /// Takes the next authenticated plaintext of the threshold layer.
-        func write(_ plaintext: UnsafeRawBufferPointer) throws { try layer!.write(plaintext) }
-
-        /// Checks the payload's end.
-        func finish() throws {
-            try layer!.finish()
-            guard header.type != .key || keyBytes == SharedKey.length else { throw VaultError.badKey }
-        }
-
-        func recovered(pieces: [PieceOutcome]) -> RecoveredSecret {
-            RecoveredSecret(type: header.type, metadata: payload?.metadata ?? SecretMetadata(), pieces: pieces)
-        }
+        return RecoveredSecret(type: header.type, metadata: opening.metadata, pieces: outcomes)
     }
 
     /// A failure that the pieces' bytes cause (a short piece, ciphertext that does not open),
@@ -203,7 +156,7 @@ public enum SecretRecovery {
     /// read once; `check` then gets each piece's trailer, before the last stripe's
     /// plaintext goes out.
     private static func combine(_ chosen: [Candidate], of secret: StoredSecret, keystore: Keystore, hashers: [PieceHasher]?,
-                                into opening: Opening, progress: ProgressMeter?,
+                                into opening: PayloadOpening, progress: ProgressMeter?,
                                 check: @escaping ([[UInt8]]) throws -> Void = { _ in }) throws {
         let header = secret.header
         let dataKey = opening.start(keyShares: chosen.map { (x: UInt8($0.index), share: $0.keyShare) })

@@ -181,7 +181,7 @@ public struct BundleHeader: Equatable, Sendable {
             keyID = type == .key ? try r.raw(16) : nil
             switch try r.u8() {
             case 0: labels = nil
-            case 1: labels = try (0..<count).map { _ in try Self.parseLabel(&r) }
+            case 1: labels = try (0..<count).map { _ in try Label(signed: &r) }
             default: throw fail("bad labels flag")
             }
             var commitments: [[UInt8]] = [], keys: [[UInt8]] = [], tags: [[UInt8]] = []
@@ -210,19 +210,6 @@ public struct BundleHeader: Equatable, Sendable {
         guard encoded() == bytes else { throw fail("the header is not canonically encoded") }
     }
 
-    /// A holder label as it is on the wire. Labels the user types are normalised (``Label``),
-    /// but a signed header is hashed as received, so a label not already in NFC is refused
-    /// here rather than re-encoded into bytes the dealer never signed.
-    private static func parseLabel(_ r: inout ByteReader) throws -> Label {
-        let bytes = try r.raw(Int(try r.u8()))
-        guard let text = String(validating: bytes, as: UTF8.self) else {
-            throw ByteReader.Failure.invalid("a holder label is not UTF-8")
-        }
-        guard Array(text.precomposedStringWithCanonicalMapping.utf8) == bytes else {
-            throw ByteReader.Failure.invalid("a holder label is not in Unicode NFC")
-        }
-        return try Label(text)
-    }
 }
 
 /// A share bundle's layout, as a file or a keystore row:

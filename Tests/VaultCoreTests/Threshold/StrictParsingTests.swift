@@ -285,7 +285,7 @@ final class CraftedDeal {
         var encoded = try Self.header(deal, labels: ["xyz", "bob", "carol"]).encoded()
         let at = try #require(encoded.indices.first { encoded[$0] == 3 && Array(encoded[$0 + 1..<$0 + 4]) == Array("xyz".utf8) })
         encoded.replaceSubrange(at + 1..<at + 4, with: label)
-        #expect(throws: VaultError.malformed(what: "the share bundle", detail: "a holder label is not in Unicode NFC")) {
+        #expect(throws: VaultError.malformed(what: "the share bundle", detail: "a label is not in Unicode NFC")) {
             try Self.parseSigned(encoded, by: deal.identities[0])
         }
     }
@@ -346,7 +346,7 @@ final class CraftedDeal {
         let wide = try seed("FuzzBundle/label-255-bytes.bin")
         let header = try BundleHeader(parsing: wide)
         #expect(header.labels?[1].value.utf8.count == 255 && header.encoded() == wide)
-        #expect(throws: VaultError.malformed(what: "the share bundle", detail: "a holder label is not in Unicode NFC")) {
+        #expect(throws: VaultError.malformed(what: "the share bundle", detail: "a label is not in Unicode NFC")) {
             try BundleHeader(parsing: seed("FuzzBundle/label-not-nfc.bin"))
         }
         let payload = PayloadParser(expectedType: SecretType.contact.rawValue) { _ in }

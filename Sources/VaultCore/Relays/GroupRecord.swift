@@ -1,0 +1,199 @@
+import Foundation
+
+/// A group: the people who send each other messages through relays, and the relays they
+/// use, as its owner signed it (Docs/FORMAT.md §15).
+///
+/// The record is the one place a member learns a group from: it names each relay by URL
+/// *and* key card, so a member who accepts a record from an owner it trusts pins every
+/// relay by the owner's word and needs no other set-up. Relays keep it too, to know whose
+/// signed requests to serve; they learn nothing from it that their traffic would not
+/// show them (members' keys), and a relay cannot change it without the owner's key.
+public struct GroupRecord: Equatable, Sendable {
+    /// A relay of the group.
+    public struct Relay: Equatable, Sendable {
+        /// The owner's name for it.
+        public let name: Label
+        /// Where it listens: `https://…` or `http://…`.
+        public let url: String
+        /// Its key card, which signs its answers.
+        public let card: KeyCard
+
+        /// A relay entry; the URL is checked by ``GroupRecord/init(id:version:name:owner:relays:members:signer:)``.
+        public init(name: Label, url: String, card: KeyCard) {
+            self.name = name
+            self.url = url
+            self.card = card
+        }
+    }
+
+    /// A member of the group.
+    public struct Member: Equatable, Sendable {
+        /// The owner's name for the member.
+        public let label: Label
+        /// The member's keys.
+        public let card: KeyCard
+
+        /// A member entry.
+        public init(label: Label, card: KeyCard) {
+            self.label = label
+            self.card = card
+        }
+    }
+
+    /// 128 random bits.
+    public let id: [UInt8]
+    /// Higher for every change: relays and members keep the highest version they have seen.
+    public let version: UInt64
+    /// The owner's name for the group.
+    public let name: Label
+    /// The owner, who alone may change the group. Also a member.
+    public let owner: KeyCard
+    /// 2 … 16 relays; a message is split across all of them.
+    public let relays: [Relay]
+    /// 1 … 255 members, the owner among them.
+    public let members: [Member]
+    /// The whole record as it travels: magic, version, body and the owner's signature.
+    public let encoded: [UInt8]
+
+    static let magic: [UInt8] = Array("VLTG".utf8)
+    static let formatVersion: UInt8 = 1
+    static let signatureDomain = Array("vault/v1/group-record".utf8)
+    /// At most this many relays: a message's n.
+    public static let maximumRelays = 16
+    /// At most this many members, the owner included.
+    public static let maximumMembers = 255
+    static let maximumURLBytes = 2048
+    /// The largest record the fields allow, so a longer one is refused before it is read.
+    public static let maximumLength = 9 + 16 + 8 + 256 + KeyCard.encodedLength + 1
+        + maximumRelays * (256 + 2 + maximumURLBytes + KeyCard.encodedLength) + 1 + maximumMembers * (256 + KeyCard.encodedLength) + 64
+
+    /// The group id as 32 hex digits.
+    public var idHex: String { id.hex }
+
+    /// The member with this signing key, if any.
+    public func member(signingKey: [UInt8]) -> Member? {
+        members.first { Sodium.equal($0.card.signingKey, signingKey) }
+    }
+
+    /// Makes and signs a record. `signer` must be `owner`.
+    public init(id: [UInt8], version: UInt64, name: Label, owner: KeyCard, relays: [Relay], members: [Member],
+                signer: Identity) throws(VaultError) {
+        precondition(id.count == 16 && signer.card == owner)
+        let body = try Self.body(id: id, version: version, name: name, owner: owner, relays: relays, members: members)
+        var w = ByteWriter()
+        w.raw(Self.magic)
+        w.u8(Self.formatVersion)
+        w.u32(UInt32(body.count))
+        w.raw(body)
+        w.raw(signer.sign(Self.signatureDomain + body))
+        self.id = id
+        self.version = version
+        self.name = name
+        self.owner = owner
+        self.relays = relays
+        self.members = members
+        encoded = w.bytes
+    }
+
+    /// Parses a record and checks its owner's signature. A record that parses was signed by
+    /// the owner it names; whether that owner is trusted is the caller's question.
+    public init(parsing bytes: [UInt8]) throws(VaultError) {
+        func fail(_ detail: String) -> VaultError { .malformed(what: "the group record", detail: detail) }
+        guard bytes.count >= 9, Array(bytes[0..<4]) == Self.magic else { throw fail("not a vault group record") }
+        guard bytes[4] == Self.formatVersion else {
+            throw .unsupportedVersion(what: "the group record", version: bytes[4], supported: Self.formatVersion)
+        }
+        guard bytes.count <= Self.maximumLength else { throw fail("it is too long") }
+        let length = Int(bytes[5..<9].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+        guard bytes.count == 9 + length + 64 else { throw fail(bytes.count < 9 + length + 64 ? "it is truncated" : "bytes follow its end") }
+        let body = Array(bytes[9..<(9 + length)])
+        var r = ByteReader(body)
+        do {
+            id = try r.raw(16)
+            version = try r.u64()
+            name = try Label(signed: &r)
+            owner = try KeyCard(encoded: try r.raw(KeyCard.encodedLength))
+            relays = try (0..<Int(try r.u8())).map { _ in
+                let name = try Label(signed: &r)
+                let url = try r.string16("relay URL")
+                return Relay(name: name, url: url, card: try KeyCard(encoded: try r.raw(KeyCard.encodedLength)))
+            }
+            members = try (0..<Int(try r.u8())).map { _ in
+                Member(label: try Label(signed: &r), card: try KeyCard(encoded: try r.raw(KeyCard.encodedLength)))
+            }
+            try r.end()
+        } catch let failure as ByteReader.Failure {
+            throw fail(failure.description)
+        } catch let error as VaultError {
+            throw fail(error.description)
+        } catch {
+            throw fail(VaultError.words(for: error))
+        }
+        // Re-encoding checks every rule the maker checks (counts, URLs, the owner a member)
+        // and that the bytes are the one encoding of what was parsed.
+        guard (try? Self.body(id: id, version: version, name: name, owner: owner, relays: relays, members: members)) == body else {
+            throw fail((try? Self.body(id: id, version: version, name: name, owner: owner, relays: relays, members: members)) == nil
+                ? "its relays or members break the rules" : "it is not canonically encoded")
+        }
+        guard owner.verify(signature: Array(bytes[(9 + length)...]), of: Self.signatureDomain + body) else {
+            throw .badSignature(what: "the group record")
+        }
+        encoded = bytes
+    }
+
+    private static func body(id: [UInt8], version: UInt64, name: Label, owner: KeyCard, relays: [Relay], members: [Member])
+        throws(VaultError) -> [UInt8] {
+        guard (2...maximumRelays).contains(relays.count) else {
+            throw .invalidSecret("a group needs 2 to \(maximumRelays) relays, and this one has \(relays.count)")
+        }
+        guard (1...maximumMembers).contains(members.count) else {
+            throw .invalidSecret("a group has 1 to \(maximumMembers) members, and this one has \(members.count)")
+        }
+        guard members.contains(where: { $0.card == owner }) else { throw .invalidSecret("the owner is not a member") }
+        guard Set(members.map(\.card.signingKey)).count == members.count, Set(members.map(\.label.key)).count == members.count else {
+            throw .invalidSecret("a member appears twice")
+        }
+        guard Set(relays.map(\.card.signingKey)).count == relays.count, Set(relays.map(\.name.key)).count == relays.count else {
+            throw .invalidSecret("a relay appears twice")
+        }
+        for relay in relays { try RelayURL.check(relay.url) }
+        var w = ByteWriter()
+        w.raw(id)
+        w.u64(version)
+        w.string8(name.value)
+        w.raw(owner.encoded)
+        w.u8(UInt8(relays.count))
+        for relay in relays {
+            w.string8(relay.name.value)
+            w.string16(relay.url)
+            w.raw(relay.card.encoded)
+        }
+        w.u8(UInt8(members.count))
+        for member in members {
+            w.string8(member.label.value)
+            w.raw(member.card.encoded)
+        }
+        return w.bytes
+    }
+}
+
+/// A relay's base URL: `http://` or `https://`, a host, an optional port, no path beyond
+/// `/`, no query, user or fragment, at most 2048 bytes.
+public enum RelayURL {
+    /// Checks `text` and returns it without a trailing `/`.
+    @discardableResult
+    public static func check(_ text: String) throws(VaultError) -> String {
+        func fail(_ reason: String) -> VaultError { .invalidAddress(text, reason: reason) }
+        guard text.utf8.count <= GroupRecord.maximumURLBytes else { throw fail("it is longer than 2048 bytes") }
+        guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased(),
+              scheme == "http" || scheme == "https" else {
+            throw fail("a relay URL starts with http:// or https://")
+        }
+        guard let host = components.host, !host.isEmpty else { throw fail("it has no host") }
+        guard components.user == nil, components.password == nil, components.query == nil, components.fragment == nil,
+              components.path.isEmpty || components.path == "/" else {
+            throw fail("a relay URL is only scheme, host and port")
+        }
+        return text.hasSuffix("/") ? String(text.dropLast()) : text
+    }
+}
