@@ -80,19 +80,13 @@ public struct GroupRecord: Equatable, Sendable {
                 signer: Identity) throws(VaultError) {
         precondition(id.count == 16 && signer.card == owner)
         let body = try Self.body(id: id, version: version, name: name, owner: owner, relays: relays, members: members)
-        var w = ByteWriter()
-        w.raw(Self.magic)
-        w.u8(Self.formatVersion)
-        w.u32(UInt32(body.count))
-        w.raw(body)
-        w.raw(signer.sign(Self.signatureDomain + body))
         self.id = id
         self.version = version
         self.name = name
         self.owner = owner
         self.relays = relays
         self.members = members
-        encoded = w.bytes
+        encoded = SignedFrame.make(magic: Self.magic, version: Self.formatVersion, body: body, domain: Self.signatureDomain, signer: signer)
     }
 
     /// Parses a record and checks its owner's signature. A record that parses was signed by
@@ -104,7 +98,7 @@ public struct GroupRecord: Equatable, Sendable {
             throw .unsupportedVersion(what: "the group record", version: bytes[4], supported: Self.formatVersion)
         }
         guard bytes.count <= Self.maximumLength else { throw fail("it is too long") }
-        let length = Int(bytes[5..<9].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+        let length = SignedFrame.bodyLength(bytes)
         guard bytes.count == 9 + length + 64 else { throw fail(bytes.count < 9 + length + 64 ? "it is truncated" : "bytes follow its end") }
         let body = Array(bytes[9..<(9 + length)])
         var r = ByteReader(body)
@@ -131,10 +125,9 @@ public struct GroupRecord: Equatable, Sendable {
         }
         // Re-encoding checks every rule the maker checks (counts, URLs, the owner a member)
         // and that the bytes are the one encoding of what was parsed.
-        guard (try? Self.body(id: id, version: version, name: name, owner: owner, relays: relays, members: members)) == body else {
-            throw fail((try? Self.body(id: id, version: version, name: name, owner: owner, relays: relays, members: members)) == nil
-                ? "its relays or members break the rules" : "it is not canonically encoded")
-        }
+        let canonical = try? Self.body(id: id, version: version, name: name, owner: owner, relays: relays, members: members)
+        guard let canonical else { throw fail("its relays or members break the rules") }
+        guard canonical == body else { throw fail("it is not canonically encoded") }
         guard owner.verify(signature: Array(bytes[(9 + length)...]), of: Self.signatureDomain + body) else {
             throw .badSignature(what: "the group record")
         }

@@ -55,12 +55,13 @@ public enum MessageOpening {
     ) throws -> OpenedMessage {
         guard let first = shares.first else { throw VaultError.tooFewPieces(have: 0, need: 2, missing: []) }
         let header = first.header
-        var chosen: [ReceivedShare] = []
-        for share in shares where share.header.agrees(with: header) && !chosen.contains(where: { $0.header.index == share.header.index }) {
-            chosen.append(share)
+        if let foreign = shares.first(where: { !$0.header.agrees(with: header) }) {
+            throw VaultError.mixedSecrets(file: foreign.path, secretID: header.messageIDHex)
         }
-        guard chosen.count == shares.count else {
-            throw VaultError.mixedSecrets(file: shares.first { !$0.header.agrees(with: header) }?.path ?? "a share", secretID: header.messageIDHex)
+        var chosen: [ReceivedShare] = []
+        for share in shares {
+            guard !chosen.contains(where: { $0.header.index == share.header.index }) else { throw VaultError.duplicateIndex(share.header.index) }
+            chosen.append(share)
         }
         guard chosen.count >= header.threshold else {
             let present = Set(chosen.map(\.header.index))

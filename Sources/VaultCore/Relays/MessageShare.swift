@@ -21,14 +21,7 @@ enum MessageShare {
 
     /// The prefix: magic, version, length, header and the sender's signature.
     static func prefix(header: MessageHeader, signer: Identity) -> [UInt8] {
-        let encoded = header.encoded()
-        var w = ByteWriter()
-        w.raw(magic)
-        w.u8(version)
-        w.u32(UInt32(encoded.count))
-        w.raw(encoded)
-        w.raw(signer.sign(signatureDomain + encoded))
-        return w.bytes
+        SignedFrame.make(magic: magic, version: version, body: header.encoded(), domain: signatureDomain, signer: signer)
     }
 
     static func headerHash(_ header: MessageHeader) -> [UInt8] {
@@ -126,7 +119,7 @@ public struct IncomingMessageShare {
     /// How many prefix bytes are wanted now: the first 9, then the rest.
     private func prefixWanted() -> Int {
         guard prefix.count >= 9 else { return 9 }
-        return 9 + Int(prefix[5..<9].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }) + 64
+        return 9 + SignedFrame.bodyLength(prefix) + 64
     }
 
     private func checkStart() throws(VaultError) {

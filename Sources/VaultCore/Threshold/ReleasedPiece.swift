@@ -85,15 +85,11 @@ public enum ReleasedPiece {
         let releaseHeader = Header(secretID: header.secretID, from: header.holderIndex, to: to, sender: identity.card,
                                    recipientKey: recipient.card.agreementKey, oneTimeKey: oneTime.publicKey, pieceLength: pieceLength)
         let encoded = releaseHeader.encoded()
-        var w = ByteWriter()
-        w.raw(magic)
-        w.u8(version)
-        w.u32(UInt32(headerLength))
-        w.raw(encoded)
-        w.raw(identity.sign(signatureDomain + encoded))
-        w.raw(Box.seal([keyShare, SecureBytes(copying: releaseHeader.hash)], to: recipient.card.agreementKey,
-                       secretKey: oneTime.secretKey, random: random))
-        try w.bytes.withUnsafeBytes { try output.write($0) }
+        precondition(encoded.count == headerLength)
+        let prefix = SignedFrame.make(magic: magic, version: version, body: encoded, domain: signatureDomain, signer: identity)
+            + Box.seal([keyShare, SecureBytes(copying: releaseHeader.hash)], to: recipient.card.agreementKey,
+                       secretKey: oneTime.secretKey, random: random)
+        try prefix.withUnsafeBytes { try output.write($0) }
 
         // Copy the stored piece, checking it against the commitment.
         let hasher = header.commitmentHasher()
@@ -159,7 +155,7 @@ public enum ReleasedPiece {
             throw VaultError.malformed(what: path, detail: "not a released vault piece")
         }
         guard start[4] == version else { throw VaultError.unsupportedVersion(what: path, version: start[4], supported: version) }
-        let length = Int(start[5...].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+        let length = SignedFrame.bodyLength(start)
         guard length == headerLength else { throw VaultError.malformed(what: path, detail: "wrong header length") }
         let encoded = try source.readFully(length)
         var reader = ByteReader(encoded)

@@ -242,14 +242,7 @@ enum ShareBundle {
 
     /// The prefix: magic, version, length, header and the dealer's signature.
     static func prefix(header: BundleHeader, signer: Identity) -> [UInt8] {
-        let encoded = header.encoded()
-        var w = ByteWriter()
-        w.raw(magic)
-        w.u8(version)
-        w.u32(UInt32(encoded.count))
-        w.raw(encoded)
-        w.raw(signer.sign(signatureDomain + encoded))
-        return w.bytes
+        SignedFrame.make(magic: magic, version: version, body: header.encoded(), domain: signatureDomain, signer: signer)
     }
 
     /// Reads a prefix: the header, once its signature verifies under the dealer's card in it.
@@ -260,7 +253,7 @@ enum ShareBundle {
             throw VaultError.malformed(what: "the share bundle", detail: "not a vault share bundle")
         }
         guard start[4] == version else { throw VaultError.unsupportedVersion(what: "the share bundle", version: start[4], supported: version) }
-        let length = Int(start[5...].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+        let length = SignedFrame.bodyLength(start)
         guard length <= BundleHeader.maximumLength else {
             throw VaultError.malformed(what: "the share bundle", detail: "header too long")
         }
@@ -367,7 +360,7 @@ public struct IncomingBundle {
     public mutating func take(_ chunk: UnsafeRawBufferPointer) throws(VaultError) -> (header: BundleHeader, length: UInt64, bytes: [UInt8])? {
         bytes += chunk
         guard bytes.count >= 9 else { return nil }
-        let headerLength = Int(bytes[5..<9].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+        let headerLength = SignedFrame.bodyLength(bytes)
         let wrongStart = Array(bytes[0..<4]) != ShareBundle.magic || bytes[4] != ShareBundle.version
             || headerLength > BundleHeader.maximumLength
         // A bad start is refused at once (parsePrefix says why), not after more bytes.

@@ -62,7 +62,10 @@ import VaultTestSupport
 
     @Test func sharesOfTwoMessagesDoNotCombine() throws {
         let first = try send(Array("one".utf8), tag: "a"), second = try send(Array("two".utf8), tag: "b")
-        #expect(throws: VaultError.self) { try open([first[0], second[1]], as: bob) }
+        #expect(throws: VaultError.mixedSecrets(file: second[1], secretID: try ReceivedShare(path: first[0], recipient: bob).header.messageIDHex)) {
+            try open([first[0], second[1]], as: bob)
+        }
+        #expect(throws: VaultError.duplicateIndex(1)) { try open([first[0], first[0]], as: bob) }
     }
 
     /// A byte changed anywhere (header, signature, box, piece), a byte cut or added: each is
