@@ -11,11 +11,19 @@ let package = Package(
         .executable(name: "vault", targets: ["vault"]),
         .library(name: "VaultCore", targets: ["VaultCore"]),
         .library(name: "VaultNet", targets: ["VaultNet"]),
+        .library(name: "VaultRelay", targets: ["VaultRelay"]),
+        .library(name: "VaultRelayClient", targets: ["VaultRelayClient"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
         .package(url: "https://github.com/apple/swift-nio", "2.101.2"..<"2.102.0"),
+        // Relays (Docs/RELAY.md): the server (and its logger, kept quiet) and the client.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", exact: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", exact: "2.37.6"),
+        .package(url: "https://github.com/swift-server/async-http-client", exact: "1.37.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", exact: "1.33.2"),
     ],
     targets: [
         // System libraries (Debian -dev packages, found through pkg-config).
@@ -58,10 +66,37 @@ let package = Package(
             // cross executeThenClose; the checks stay on as warnings.
             swiftSettings: [.swiftLanguageMode(.v5)] + strict
         ),
+        // What relays and their clients agree on: signed requests and responses, the JSON
+        // bodies, the group record. The server and the client share it, never each other.
+        .target(name: "VaultRelayProtocol", dependencies: ["VaultCore"], swiftSettings: strict),
+        .target(
+            name: "VaultRelay",
+            dependencies: [
+                "VaultCore", "VaultRelayProtocol",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "VaultRelayClient",
+            dependencies: [
+                "VaultCore", "VaultRelayProtocol",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
         .executableTarget(
             name: "vault",
             dependencies: [
-                "VaultCore", "VaultNet", "CVaultProcess",
+                "VaultCore", "VaultNet", "VaultRelay", "VaultRelayClient", "CVaultProcess",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: [.swiftLanguageMode(.v5)] + strict
@@ -84,8 +119,9 @@ let package = Package(
         ),
         .testTarget(
             name: "vaultTests",
-            // GRDB only to run SQLite's integrity check on keystores left by killed processes.
-            dependencies: ["VaultCore", "VaultTestSupport", .product(name: "GRDB", package: "GRDB.swift")],
+            // GRDB to run SQLite's integrity check on keystores left by killed processes and to alter a
+            // relay's stored share; VaultRelayProtocol to sign requests by hand.
+            dependencies: ["VaultCore", "VaultRelayProtocol", "VaultTestSupport", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: strict
         ),
     ]

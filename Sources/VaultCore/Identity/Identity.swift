@@ -49,8 +49,14 @@ public final class Identity: @unchecked Sendable {
         self.signingSecret = signingSecret
     }
 
-    /// A fresh identity. Returns it with the secret to store.
-    static func generate(label: Label, random: some RandomSource) -> (Identity, SecureBytes) {
+    /// Rebuilds an identity from the secret ``generate(label:random:)`` returned.
+    public convenience init(label: Label, secret: SecureBytes) throws(VaultError) {
+        try self.init(label: label, card: nil, secret: secret)
+    }
+
+    /// A fresh identity. Returns it with the secret to store: 64 bytes that
+    /// ``init(label:secret:)`` turns back into it (a relay keeps its own so).
+    public static func generate(label: Label, random: some RandomSource = SecureRandom()) -> (Identity, SecureBytes) {
         let secret = random.secureBytes(secretLength)
         // Cannot throw: no card to compare against and the length is right.
         return (try! Identity(label: label, card: nil, secret: secret), secret)
@@ -74,8 +80,14 @@ public final class Identity: @unchecked Sendable {
 extension KeyCard {
     /// Checks an Ed25519 signature made by this card's owner.
     public func verify(signature: [UInt8], of message: [UInt8]) -> Bool {
+        Self.verify(signature: signature, of: message, signingKey: signingKey)
+    }
+
+    /// Checks an Ed25519 signature by the owner of `signingKey` (32 bytes), where only that
+    /// half of a card is known: a relay knows its callers by their signing keys.
+    public static func verify(signature: [UInt8], of message: [UInt8], signingKey: [UInt8]) -> Bool {
         Sodium.ready
-        guard signature.count == Int(crypto_sign_BYTES) else { return false }
+        guard signature.count == Int(crypto_sign_BYTES), signingKey.count == Int(crypto_sign_PUBLICKEYBYTES) else { return false }
         return crypto_sign_verify_detached(signature, message, UInt64(message.count), signingKey) == 0
     }
 }

@@ -138,6 +138,60 @@ enum KeystoreSchema {
             try Keystore.sync(pieces, shownAs: pieces)
             try db.execute(sql: "DROP TABLE secret_piece")
         }
+        // Relays this identity pinned, the groups it accepted, and its message numbering
+        // (Docs/RELAY.md): what it sent to whom, and what it received from whom.
+        migrator.registerMigration("v9-relays") { db in
+            try db.execute(sql: """
+                CREATE TABLE relay (
+                    label TEXT NOT NULL,
+                    label_key TEXT PRIMARY KEY,
+                    url TEXT NOT NULL,
+                    card BLOB NOT NULL CHECK (length(card) = 65),
+                    added_at INTEGER NOT NULL
+                );
+                CREATE TABLE relay_group (
+                    id BLOB PRIMARY KEY CHECK (length(id) = 16),
+                    name TEXT NOT NULL,
+                    name_key TEXT NOT NULL,
+                    version INTEGER NOT NULL,
+                    record BLOB NOT NULL
+                );
+                CREATE TABLE message_sent (
+                    group_id BLOB NOT NULL,
+                    recipient BLOB NOT NULL CHECK (length(recipient) = 32),
+                    last_sequence INTEGER NOT NULL,
+                    PRIMARY KEY (group_id, recipient)
+                ) WITHOUT ROWID;
+                CREATE TABLE message_received (
+                    message_id BLOB PRIMARY KEY CHECK (length(message_id) = 16),
+                    group_id BLOB NOT NULL,
+                    sender BLOB NOT NULL CHECK (length(sender) = 32),
+                    sequence INTEGER NOT NULL,
+                    received_at INTEGER NOT NULL
+                ) WITHOUT ROWID;
+                CREATE UNIQUE INDEX message_received_by_sequence ON message_received(group_id, sender, sequence) WHERE sequence > 0;
+                CREATE TABLE relay_outbox (
+                    message_id BLOB PRIMARY KEY CHECK (length(message_id) = 16),
+                    group_id BLOB NOT NULL,
+                    shares INTEGER NOT NULL,
+                    expires_at INTEGER NOT NULL
+                ) WITHOUT ROWID;
+                CREATE TABLE relay_outbox_recipient (
+                    message_id BLOB NOT NULL REFERENCES relay_outbox(message_id) ON DELETE CASCADE,
+                    recipient BLOB NOT NULL CHECK (length(recipient) = 32),
+                    sequence INTEGER NOT NULL,
+                    PRIMARY KEY (message_id, recipient)
+                ) WITHOUT ROWID;
+                CREATE INDEX relay_outbox_by_sequence ON relay_outbox_recipient(recipient, sequence);
+                CREATE TABLE resend_requested (
+                    group_id BLOB NOT NULL,
+                    sender BLOB NOT NULL CHECK (length(sender) = 32),
+                    sequence INTEGER NOT NULL,
+                    requested_at INTEGER NOT NULL,
+                    PRIMARY KEY (group_id, sender, sequence)
+                ) WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 

@@ -55,7 +55,7 @@ extension VaultHome {
     /// bundle must not outlive its writer. A file whose process still runs is kept: it is
     /// in use.
     public func sweepTransientFiles() {
-        for folder in [directory, directory + "/outbox", directory + "/pieces"] {
+        for folder in [directory, directory + "/outbox", directory + "/pieces", directory + "/spool"] {
             for name in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [] {
                 let fields = name.split(separator: "-", maxSplits: 2)
                 guard fields.count == 3, fields[0] == ".transient", let pid = pid_t(fields[1]), pid > 0 else { continue }

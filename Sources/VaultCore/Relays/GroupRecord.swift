@@ -1,13 +1,14 @@
 import Foundation
 
 /// A group: the people who send each other messages through relays, and the relays they
-/// use, as its owner signed it (Docs/FORMAT.md §15).
+/// use, as its owner signed it (Docs/FORMAT.md §16).
 ///
 /// The record is the one place a member learns a group from: it names each relay by URL
 /// *and* key card, so a member who accepts a record from an owner it trusts pins every
 /// relay by the owner's word and needs no other set-up. Relays keep it too, to know whose
-/// signed requests to serve; they learn nothing from it that their traffic would not
-/// show them (members' keys), and a relay cannot change it without the owner's key.
+/// signed requests to serve. They read it in the clear: the group's name, its members'
+/// labels and keys, and its relays' names and URLs (Docs/RELAY.md, "Threat model"); a
+/// relay cannot change it without the owner's key.
 public struct GroupRecord: Equatable, Sendable {
     /// A relay of the group.
     public struct Relay: Equatable, Sendable {
@@ -149,7 +150,13 @@ public struct GroupRecord: Equatable, Sendable {
         guard Set(relays.map(\.card.signingKey)).count == relays.count, Set(relays.map(\.name.key)).count == relays.count else {
             throw .invalidSecret("a relay appears twice")
         }
-        for relay in relays { try RelayURL.check(relay.url) }
+        // Stores keep versions as signed 64-bit integers (SQLite, PostgreSQL): a larger one
+        // would trap whoever converts it.
+        guard version <= UInt64(Int64.max) else { throw .invalidSecret("a group's version is at most 2^63 - 1") }
+        // One spelling per URL (no trailing /), so clients join paths to it as written.
+        for relay in relays where try RelayURL.check(relay.url) != relay.url {
+            throw .invalidAddress(relay.url, reason: "a relay URL in a group record ends without /")
+        }
         var w = ByteWriter()
         w.raw(id)
         w.u64(version)

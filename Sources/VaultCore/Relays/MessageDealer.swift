@@ -46,7 +46,8 @@ public enum MessageDealer {
         let n = outputs.count, k = request.threshold
         guard k >= 2, k <= n, n <= GroupRecord.maximumRelays else { throw VaultError.invalidThreshold(k: k, n: n) }
         guard (1...MessageHeader.maximumRecipients).contains(request.recipients.count),
-              Set(request.recipients.map(\.card.agreementKey)).count == request.recipients.count else {
+              Set(request.recipients.map(\.card.agreementKey)).count == request.recipients.count,
+              Set(request.recipients.map(\.card.signingKey)).count == request.recipients.count else {
             throw VaultError.invalidSecret("a message has 1 to \(MessageHeader.maximumRecipients) distinct recipients")
         }
         precondition(request.groupID.count == 16)

@@ -17,7 +17,7 @@ public struct MessageRecipient: Equatable, Sendable {
     }
 }
 
-/// The signed header of one relay's share of a message (Docs/FORMAT.md §16): what every
+/// The signed header of one relay's share of a message (Docs/FORMAT.md §17): what every
 /// share of the message agrees on, plus which share this is.
 public struct MessageHeader: Equatable, Sendable {
     /// What a message carries.
@@ -168,7 +168,16 @@ public struct MessageHeader: Equatable, Sendable {
             recipients = try (0..<recipientCount).map { _ in
                 MessageRecipient(card: try KeyCard(encoded: try r.raw(KeyCard.encodedLength)), sequence: try r.u64())
             }
-            guard Set(recipients.map(\.card.agreementKey)).count == recipientCount else { throw fail("a recipient appears twice") }
+            // Relays serve by the signing key and recipients open by the agreement key: a
+            // key repeated under either would be two entries for one reader.
+            guard Set(recipients.map(\.card.agreementKey)).count == recipientCount,
+                  Set(recipients.map(\.card.signingKey)).count == recipientCount else { throw fail("a recipient appears twice") }
+            // Keystores and stores keep numbers as signed 64-bit integers.
+            guard recipients.allSatisfy({ $0.sequence <= UInt64(Int64.max) }) else { throw fail("a sequence number is above 2^63 - 1") }
+            // A resend request goes to one member, outside the numbering (Docs/FORMAT.md §17).
+            guard kind != .resendRequest || (recipientCount == 1 && recipients[0].sequence == 0 && type == .note) else {
+                throw fail("a resend request is a note to one recipient, numbered 0")
+            }
             commitments = try (0..<count).map { _ in try r.raw(32) }
             try r.end()
         } catch let error as VaultError {

@@ -1,7 +1,7 @@
 import CSodium
 import Foundation
 
-/// One relay's share of a message, as it is stored and sent (Docs/FORMAT.md §16):
+/// One relay's share of a message, as it is stored and sent (Docs/FORMAT.md §17):
 ///
 ///     "VLTM" ‖ version 0x01 ‖ header length (4) ‖ header ‖ signature (64)   — the prefix
 ///     ‖ per recipient: nonce (24) ‖ box (80)                                  — the boxes

@@ -1,5 +1,5 @@
 /// vault's signed framing, shared by share bundles (§9), released pieces (§11), group
-/// records (§15) and message shares (§16):
+/// records (§16) and message shares (§17):
 ///
 ///     magic (4) ‖ version (1) ‖ body length (4, big-endian) ‖ body ‖ Ed25519 signature (64)
 ///

@@ -117,6 +117,14 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
     case keyLocked(String)
     /// No stored item matches.
     case unknownItem(String)
+    /// No pinned relay has this name.
+    case unknownRelay(String)
+    /// A relay is already pinned under this name.
+    case duplicateRelay(String)
+    /// No accepted group matches.
+    case unknownGroup(String)
+    /// More than one accepted group matches.
+    case ambiguousGroup(String)
     /// More than one stored item matches an id prefix.
     case ambiguousItem(String)
     /// The keystore already holds this item.
@@ -187,6 +195,10 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
             "invalid destination \(quoted(text)): give '-', an application's scheme such as 'myapp:', or an origin such as 'https://example.com'"
         case .keyLocked(let name): "key \(quoted(name)) is locked"
         case .unknownItem(let name): "no item matches \(quoted(name))"
+        case .unknownRelay(let name): "no relay named \(quoted(name))"
+        case .duplicateRelay(let name): "a relay named \(quoted(name)) is already pinned"
+        case .unknownGroup(let name): "no group matches \(quoted(name))"
+        case .ambiguousGroup(let name): "more than one group matches \(quoted(name))"
         case .ambiguousItem(let name): "more than one item matches \(quoted(name))"
         case .duplicateItem(let id): "the keystore already holds item \(id.prefix(16))"
         case .itemDoesNotOpen: "the item does not open under its key: it was altered, or made under another key"

@@ -12,7 +12,7 @@ public final class PeerServer: @unchecked Sendable {
     private let identity: Identity
     private let confirm: Confirm?
     private let log: @Sendable (String) -> Void
-    private let limiter = RateLimiter(limit: NetLimits.pieceRequestsPerMinute)
+    private let limiter = RateLimiter(burst: NetLimits.pieceRequestsPerMinute, perSecond: Double(NetLimits.pieceRequestsPerMinute) / 60, maximumKeys: 4096)
     /// How long pairing stays open once the server listens (nil: no pairing).
     private let pairingWindow: TimeInterval?
     /// When the server began to listen; guarded by `pairingLock`.
@@ -23,7 +23,7 @@ public final class PeerServer: @unchecked Sendable {
     private let approvals: ReleaseApprovals
     /// Pairing attempts, all keys together: each is a prompt on a person's screen, and each
     /// is one more draw for a man in the middle hoping two codes match.
-    private let pairingLimiter = RateLimiter(limit: NetLimits.pairingAttemptsPerMinute)
+    private let pairingLimiter = RateLimiter(burst: NetLimits.pairingAttemptsPerMinute, perSecond: Double(NetLimits.pairingAttemptsPerMinute) / 60, maximumKeys: 4096)
     /// One pairing at a time: two prompts at once could be confused for each other.
     private var pairingInProgress = false
     private let pairingLock = NSLock()

@@ -148,6 +148,14 @@ enum Report {
             "choose another name with --label NAME"
         case .unknownPeer:
             "'vault peer list' shows the trusted peers"
+        case .unknownRelay:
+            "'vault relay list' shows the pinned relays; 'vault relay add NAME URL' pins one"
+        case .duplicateRelay:
+            "choose another name, or remove the old one with 'vault relay rm NAME'"
+        case .unknownGroup:
+            "'vault group list' shows your groups; 'vault receive' fetches groups you were added to"
+        case .ambiguousGroup:
+            "name the group by the first digits of its id ('vault group list' shows them)"
         case .noQRCode:
             "use a sharper image in which the whole code and its white border are visible"
         case .kdfParametersOutOfRange:

@@ -3,7 +3,7 @@ import Testing
 @testable import VaultCore
 import VaultTestSupport
 
-/// Relay message shares (FORMAT §16): alice sends to bob and carol, 2 of 3 relays; every
+/// Relay message shares (FORMAT §17): alice sends to bob and carol, 2 of 3 relays; every
 /// recipient opens any two shares, nobody else opens any, and every change to a share is
 /// caught where it is read.
 @Suite struct MessageShareTests {
@@ -104,6 +104,17 @@ import VaultTestSupport
         #expect(check(Array(bytes.prefix(reference.prefixLength))))
     }
 
+    /// A card whose signing key repeats under another agreement key is two entries for one
+    /// reader, as relays serve by signing key: refused by the dealer.
+    @Test func aRecipientAppearsOnce() throws {
+        let twin = try KeyCard(encoded: [bob.card.encoded[0]] + carol.card.agreementKey + bob.card.signingKey)
+        let request = MessageRequest(groupID: group, type: .note, threshold: 2,
+                                     recipients: [MessageRecipient(card: bob.card, sequence: 1), MessageRecipient(card: twin, sequence: 1)],
+                                     lifetime: 3600, deleteWhenConfirmed: false)
+        let outputs = try (1...3).map { try OutputFile(path: deal.temporary.file("twin-\($0).vmsg")) }
+        #expect(throws: VaultError.self) { try MessageDealer.deal(request, content: BytesSource([1]), sender: alice, outputs: outputs) }
+    }
+
     @Test func aShareOverTheLimitIsRefusedFromItsHeader() throws {
         let path = try send(SecureRandom().bytes(200_000))[0]
         let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
@@ -112,7 +123,7 @@ import VaultTestSupport
     }
 }
 
-/// Group records (FORMAT §15): signed by their owner, parsed strictly.
+/// Group records (FORMAT §16): signed by their owner, parsed strictly.
 @Suite struct GroupRecordTests {
     let deal: CraftedDeal
     init() throws { deal = try CraftedDeal() }
@@ -151,6 +162,21 @@ import VaultTestSupport
         #expect(throws: VaultError.self) { try record(relays: 1) }
         #expect(throws: VaultError.self) { try record(relays: 17) }
         #expect(throws: VaultError.invalidSecret("a member appears twice")) { try record(members: [0, 1, 1]) }
+        // Stores keep versions as signed 64-bit integers.
+        #expect(throws: VaultError.invalidSecret("a group's version is at most 2^63 - 1")) { try record(version: 1 << 63) }
+        #expect(try record(version: UInt64(Int64.max)).version == UInt64(Int64.max))
+    }
+
+    @Test func aRelayURLHasOneSpelling() throws {
+        let owner = deal.identities[0]
+        let relays = try (0..<2).map { i in
+            GroupRecord.Relay(name: try Label("r\(i)"), url: "http://127.0.0.1:778\(i)" + (i == 1 ? "/" : ""),
+                              card: Identity.generate(label: try Label("r"), random: SecureRandom()).0.card)
+        }
+        #expect(throws: VaultError.self) {
+            try GroupRecord(id: [UInt8](repeating: 7, count: 16), version: 1, name: Label("team"), owner: owner.card, relays: relays,
+                            members: [GroupRecord.Member(label: owner.label, card: owner.card)], signer: owner)
+        }
     }
 
     @Test(arguments: ["ftp://relay", "http://", "https://relay/path", "https://relay?x=1", "https://u:p@relay", "relay:7780"])

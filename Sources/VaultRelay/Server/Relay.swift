@@ -1,0 +1,147 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import VaultCore
+import VaultRelayProtocol
+
+/// A caller whose signed request checked out.
+struct Caller: Sendable {
+    /// Its Ed25519 key.
+    let key: [UInt8]
+    /// The request's nonce, which the answer's signature covers.
+    let nonce: [UInt8]
+    /// The body's SHA-256 as the caller signed it.
+    let bodyHash: [UInt8]
+}
+
+/// The relay's state and its answers to each request (Docs/RELAY.md, "API").
+///
+/// A relay is untrusted by design: it stores what members of a group address to each
+/// other and forgets it, and everything it holds is signed by its sender and sealed to its
+/// recipients. What it checks is what keeps it from being a free store for anyone: every
+/// request is signed by a member, once, and every message fits the group's limits.
+final class Relay: Sendable {
+    let identity: Identity
+    let store: any RelayStore
+    let configuration: RelayConfiguration
+    private let byAddress: RateLimiter
+    private let byKey: RateLimiter
+
+    init(identity: Identity, store: any RelayStore, configuration: RelayConfiguration) {
+        self.identity = identity
+        self.store = store
+        self.configuration = configuration
+        let burst = Int(configuration.requestsPerSecond * 10)
+        byAddress = RateLimiter(burst: burst, perSecond: configuration.requestsPerSecond)
+        byKey = RateLimiter(burst: burst, perSecond: configuration.requestsPerSecond)
+    }
+
+    static func now() -> UInt64 { UInt64(Date().timeIntervalSince1970) }
+
+    // MARK: Answers
+
+    /// An answer, signed over the request's nonce when there is one.
+    func answer(_ status: HTTPResponse.Status, bytes: [UInt8], contentType: String, nonce: [UInt8]?) -> Response {
+        var headers = signedHeaders(status: status, bodyHash: sha256(bytes), nonce: nonce)
+        headers[.contentType] = contentType
+        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
+    func answer(json: some Encodable, status: HTTPResponse.Status = .ok, nonce: [UInt8]?) -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let bytes = (try? encoder.encode(json)).map { [UInt8]($0) } ?? Array("{}".utf8)
+        return answer(status, bytes: bytes, contentType: "application/json", nonce: nonce)
+    }
+
+    func answer(_ failure: RelayFailure, nonce: [UInt8]?) -> Response {
+        answer(json: RelayAPI.Failure(error: failure.words, code: failure.code), status: failure.status, nonce: nonce)
+    }
+
+    /// The headers that sign an answer: time, body hash and signature. No-store, so no
+    /// cache between the relay and its client keeps a copy past its TTL.
+    func signedHeaders(status: HTTPResponse.Status, bodyHash: [UInt8], nonce: [UInt8]?) -> HTTPFields {
+        var headers = HTTPFields()
+        headers[.cacheControl] = "no-store"
+        guard let nonce else { return headers }
+        let time = Self.now()
+        let signature = identity.sign(ResponseSignature.message(relay: identity.card.signingKey, requestNonce: nonce,
+                                                               status: status.code, time: time, bodyHash: bodyHash))
+        headers[Self.field(RelayHeader.time)] = String(time)
+        headers[Self.field(RelayHeader.bodyHash)] = Base64URL.encode(bodyHash)
+        headers[Self.field(RelayHeader.signature)] = Base64URL.encode(signature)
+        return headers
+    }
+
+    static func field(_ name: String) -> HTTPField.Name { HTTPField.Name(name)! }
+
+    // MARK: Authentication
+
+    /// Runs `body` for a signed request: the address's rate limit first (before any work),
+    /// then the signature, the time, the nonce and the caller's own rate limit. Every
+    /// refusal is answered in JSON; nothing is logged.
+    func signed(_ request: Request, _ context: RelayContext, _ body: (Caller) async throws -> Response) async -> Response {
+        let unsignedNonce = request.headers[Self.field(RelayHeader.nonce)].flatMap { Base64URL.decode($0, length: RequestSignature.nonceLength) }
+        guard byAddress.allow(context.addressKey) else { return answer(.rateLimited(), nonce: unsignedNonce) }
+        let caller: Caller
+        do {
+            caller = try await authenticate(request)
+        } catch let failure as RelayFailure {
+            return answer(failure, nonce: unsignedNonce)
+        } catch {
+            return answer(RelayFailure(status: .serviceUnavailable, code: "store", words: "the relay's store failed"), nonce: unsignedNonce)
+        }
+        guard byKey.allow(caller.key) else { return answer(.rateLimited(), nonce: caller.nonce) }
+        do {
+            return try await body(caller)
+        } catch let failure as RelayFailure {
+            return answer(failure, nonce: caller.nonce)
+        } catch {
+            return answer(RelayFailure(status: .serviceUnavailable, code: "store", words: "the relay's store failed"), nonce: caller.nonce)
+        }
+    }
+
+    private func authenticate(_ request: Request) async throws -> Caller {
+        func header(_ name: String, _ length: Int) throws(RelayFailure) -> [UInt8] {
+            guard let text = request.headers[Self.field(name)] else { throw .unsigned("the request has no \(name) header") }
+            guard let bytes = Base64URL.decode(text, length: length) else { throw .malformed("the \(name) header is not \(length) bytes of base64url") }
+            return bytes
+        }
+        let key = try header(RelayHeader.key, 32)
+        let nonce = try header(RelayHeader.nonce, RequestSignature.nonceLength)
+        let bodyHash = try header(RelayHeader.bodyHash, 32)
+        let signature = try header(RelayHeader.signature, 64)
+        guard let timeText = request.headers[Self.field(RelayHeader.time)], let time = UInt64(timeText), timeText.utf8.count <= 20 else {
+            throw RelayFailure.unsigned("the request has no valid \(RelayHeader.time) header")
+        }
+        let now = Self.now()
+        // The distance in unsigned arithmetic: `abs(Int64(bitPattern: time &- now))` trapped on
+        // Int64.min, so one unsigned request with Vault-Time = now + 2^63 stopped the relay
+        // (RelayAbuseTests.clockSkewIsRefused).
+        let distance = time >= now ? time - now : now - time
+        guard distance <= RequestSignature.window else {
+            throw RelayFailure.clockSkew(time >= now ? Int64(clamping: distance) : -Int64(clamping: distance))
+        }
+        let message = RequestSignature.message(relay: identity.card.signingKey, method: request.method.rawValue,
+                                               path: request.head.path ?? "", bodyHash: bodyHash, time: time, nonce: nonce)
+        guard KeyCard.verify(signature: signature, of: message, signingKey: key) else { throw RelayFailure.badSignature() }
+        // Kept past the window's far edge, so a request is never accepted twice while its
+        // time would still pass.
+        guard try await store.remember(nonce: nonce, expires: max(now, time) + 2 * RequestSignature.window) else {
+            throw RelayFailure.replayed()
+        }
+        return Caller(key: key, nonce: nonce, bodyHash: bodyHash)
+    }
+
+    /// The whole body of a small request, checked against the hash its caller signed.
+    func smallBody(_ request: Request, caller: Caller, limit: Int) async throws -> [UInt8] {
+        var bytes: [UInt8] = []
+        for try await buffer in request.body {
+            guard bytes.count + buffer.readableBytes <= limit else { throw RelayFailure.tooLarge("the body is over \(limit) bytes") }
+            bytes += buffer.readableBytesView
+        }
+        guard sha256(bytes) == caller.bodyHash else { throw RelayFailure.badSignature() }
+        return bytes
+    }
+}

@@ -1,0 +1,164 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import VaultCore
+import VaultRelayProtocol
+
+/// Messages on a relay: a member stores its share of a message for other members, who
+/// list, fetch and confirm what is addressed to them.
+extension Relay {
+    /// `PUT /v1/groups/{group}/messages/{message}`: a message share, streamed into the store
+    /// 64 KiB at a time. The share's signed header is checked as soon as it is in (sender,
+    /// group, recipients, size, TTL, the group's quota) and the piece against its
+    /// commitment at the end; the message is served only once all of it checked out, and a
+    /// share refused part way leaves nothing behind.
+    func putMessage(_ request: Request, group: [UInt8], id: [UInt8], caller: Caller) async throws -> Response {
+        guard let stored = try await store.group(id: group), let record = try? GroupRecord(parsing: stored.record) else {
+            throw RelayFailure.unknownGroup()
+        }
+        guard try await store.isMember(caller.key, of: group) else { throw RelayFailure.notAMember() }
+        let limit = configuration.maximumMessage
+        if let declared = request.headers[.contentLength].flatMap({ UInt64($0) }), declared > limit {
+            throw RelayFailure.tooLarge("a message share is at most \(limit) bytes on this relay")
+        }
+        var incoming = IncomingMessageShare(maximumLength: IncomingMessageShare.largest)
+        let hasher = SHA256Hasher()
+        var pending: [UInt8] = []
+        var row: Int64?
+        var chunks = 0
+        do {
+            for try await buffer in request.body {
+                do {
+                    try buffer.withUnsafeReadableBytes { bytes throws(VaultError) in
+                        try incoming.take(bytes)
+                        hasher.update(bytes)
+                    }
+                } catch {
+                    throw RelayFailure.malformed("the message share is not valid: \(error)")
+                }
+                pending += buffer.readableBytesView
+                if row == nil, let header = incoming.header {
+                    guard incoming.length <= limit else { throw RelayFailure.tooLarge("a message share is at most \(limit) bytes on this relay") }
+                    try await check(header, group: record, id: id, caller: caller)
+                    let message = NewMessage(group: group, id: id, sender: caller.key, size: incoming.length, expires: header.expiresAt,
+                                             deleteWhenConfirmed: header.deleteWhenConfirmed, bodyHash: caller.bodyHash,
+                                             recipients: header.recipients.map(\.card.signingKey), created: Self.now())
+                    do {
+                        guard let stored = try await store.begin(message: message, quota: configuration.groupQuota, now: Self.now()) else {
+                            throw RelayFailure(status: .init(code: 507, reasonPhrase: "Insufficient Storage"), code: "over_quota",
+                                               words: "the group has used its quota of \(configuration.groupQuota) bytes on this relay")
+                        }
+                        row = stored
+                    } catch is RelayStoreConflict {
+                        throw RelayFailure(status: .conflict, code: "exists", words: "the relay already has this message")
+                    }
+                }
+                while let row, pending.count >= RelayStoreLimits.chunk {
+                    try await store.append(chunk: Array(pending[..<RelayStoreLimits.chunk]), index: chunks, to: row)
+                    pending.removeFirst(RelayStoreLimits.chunk)
+                    chunks += 1
+                }
+            }
+            do {
+                try incoming.finish()
+            } catch {
+                throw RelayFailure.malformed("the message share is not valid: \(error)")
+            }
+            guard hasher.finish() == caller.bodyHash else { throw RelayFailure.badSignature() }
+            if !pending.isEmpty { try await store.append(chunk: pending, index: chunks, to: row!) }
+            try await store.finish(message: row!)
+        } catch {
+            if let row { try? await store.abandon(message: row) }
+            throw error
+        }
+        return answer(.created, bytes: [], contentType: "application/octet-stream", nonce: caller.nonce)
+    }
+
+    /// What a share's signed header must say to be stored here.
+    private func check(_ header: MessageHeader, group record: GroupRecord, id: [UInt8], caller: Caller) async throws {
+        let group = record.id
+        guard header.groupID == group, header.messageID == id else {
+            throw RelayFailure.malformed("the message share is for another group or message than its path names")
+        }
+        guard header.count == record.relays.count, record.relays.firstIndex(where: { $0.card == identity.card }) == header.index - 1 else {
+            throw RelayFailure.malformed("the message share is not this relay's: its index or count does not match the group's relays")
+        }
+        guard header.sender.signingKey == caller.key else {
+            throw RelayFailure(status: .forbidden, code: "not_the_sender", words: "only a message's sender may store it")
+        }
+        for recipient in header.recipients where try await !store.isMember(recipient.card.signingKey, of: group) {
+            throw RelayFailure(status: .forbidden, code: "not_a_member", words: "a recipient is not a member of this group")
+        }
+        let now = Self.now()
+        guard header.expiresAt > now else { throw RelayFailure.malformed("the message has already expired") }
+        guard header.expiresAt <= now + configuration.maximumTTL + RequestSignature.window else {
+            throw RelayFailure(status: .badRequest, code: "ttl_too_long",
+                               words: "this relay keeps messages at most \(configuration.maximumTTL) seconds")
+        }
+    }
+
+    /// `GET /v1/messages?after=CURSOR&limit=N`: what waits for the caller, oldest first.
+    func listMessages(_ request: Request, caller: Caller) async throws -> Response {
+        let query = request.uri.queryParameters
+        let cursor = try query.get("after").map { text throws(RelayFailure) -> Int64 in
+            guard let value = Int64(text), value >= 0 else { throw .malformed("after is not a cursor") }
+            return value
+        } ?? 0
+        let limit = try query.get("limit").map { text throws(RelayFailure) -> Int in
+            guard let value = Int(text), (1...RelayAPI.maximumPage).contains(value) else {
+                throw .malformed("limit is 1 to \(RelayAPI.maximumPage)")
+            }
+            return value
+        } ?? 100
+        let listed = try await store.messages(for: caller.key, after: cursor, limit: limit, now: Self.now())
+        let entries = listed.map { RelayAPI.MessageEntry(group: $0.group.hex, id: $0.id.hex, size: $0.size, expires: $0.expires) }
+        let next = listed.count == limit ? listed.last.map { String($0.row) } : nil
+        return answer(json: RelayAPI.Messages(messages: entries, next: next), nonce: caller.nonce)
+    }
+
+    /// `GET /v1/groups/{group}/messages/{message}`: the share, streamed from the store, for
+    /// a recipient that is still a member, while it has not expired. The answer's signature
+    /// covers the share's hash as its sender signed it when storing it.
+    func getMessage(group: [UInt8], id: [UInt8], caller: Caller) async throws -> Response {
+        guard let message = try await store.message(group: group, id: id, for: caller.key, now: Self.now()) else {
+            throw RelayFailure.notFound()
+        }
+        var headers = signedHeaders(status: .ok, bodyHash: message.bodyHash, nonce: caller.nonce)
+        headers[.contentType] = "application/octet-stream"
+        let store = self.store
+        return Response(status: .ok, headers: headers, body: ResponseBody(contentLength: Int(message.size)) { writer in
+            var index = 0
+            while let chunk = try await store.chunk(index, of: message.row) {
+                try await writer.write(ByteBuffer(bytes: chunk))
+                index += 1
+            }
+            try await writer.finish(nil)
+        })
+    }
+
+    /// `POST /v1/groups/{group}/messages/{message}/confirm`: the recipient has it.
+    func confirmMessage(group: [UInt8], id: [UInt8], caller: Caller) async throws -> Response {
+        guard try await store.confirm(group: group, id: id, by: caller.key, now: Self.now()) else { throw RelayFailure.notFound() }
+        return answer(.noContent, bytes: [], contentType: "application/octet-stream", nonce: caller.nonce)
+    }
+}
+
+extension Relay {
+    /// `GET /v1/groups/{group}/messages/{message}/receipts`: for the message's sender, how
+    /// many recipients confirmed it, so it can drop the message from its outbox. Anyone
+    /// else gets 404, as for a message that is not there: the relay says nothing of
+    /// other members' messages.
+    func receipts(group: [UInt8], id: [UInt8], caller: Caller) async throws -> Response {
+        guard let receipts = try await store.receipts(group: group, id: id, sender: caller.key, now: Self.now()) else {
+            throw RelayFailure.notFound()
+        }
+        return answer(json: RelayAPI.Receipts(recipients: receipts.recipients, confirmed: receipts.confirmed), nonce: caller.nonce)
+    }
+}
+
+/// How the stores cut what they keep.
+enum RelayStoreLimits {
+    /// A message is stored in rows of this many bytes, so it streams in and out.
+    static let chunk = 1 << 16
+}

@@ -1,0 +1,348 @@
+import Foundation
+import NIOCore
+import VaultCore
+import VaultRelayProtocol
+
+/// Where a received message's content goes: the CLI's choice (a file in a folder, or
+/// standard output), made once the message's fields are known.
+public protocol MessageSink: AnyObject {
+    /// A message starts: its header, its sender as the group names it, and its fields.
+    func begin(_ header: MessageHeader, sender: GroupRecord.Member, metadata: SecretMetadata) throws
+    /// The next authenticated content.
+    func write(_ bytes: UnsafeRawBufferPointer) throws
+    /// The message is whole: keep it, and say where it went.
+    func commit() throws -> String
+    /// The message failed part way: drop what was written.
+    func discard()
+}
+
+/// What `vault send` did.
+public struct SendReport: Sendable {
+    /// The message's id.
+    public let messageID: [UInt8]
+    /// The relays that stored their share.
+    public let accepted: [String]
+    /// The relays that did not, and why.
+    public let refused: [RelayError]
+    /// Each recipient's sequence number.
+    public let sequences: [(label: Label, sequence: UInt64)]
+    /// Why the message could not be kept in the outbox for resends, when it could not.
+    public var notKept: String?
+}
+
+/// What `vault receive` found.
+public struct ReceiveReport: Sendable {
+    /// A message received: its group, sender, sequence and where it went.
+    public struct Received: Sendable {
+        public let group: Label
+        public let sender: Label
+        public let sequence: UInt64
+        public let type: SecretType
+        public let destination: String
+    }
+
+    /// Sequence numbers of messages between this identity and another member.
+    public struct Numbers: Sendable {
+        public let group: Label
+        public let member: Label
+        public let sequences: [UInt64]
+    }
+
+    /// Messages received, in order.
+    public var received: [Received] = []
+    /// Groups accepted or updated.
+    public var groups: [Label] = []
+    /// Problems, one line each: a relay unreachable, a forged or damaged share (naming its relay), a record refused.
+    public var problems: [String] = []
+    /// Gaps in senders' numbering: numbers from a member that never arrived.
+    public var gaps: [Numbers] = []
+    /// Gaps this run asked their senders to fill (each gap is asked for once).
+    public var asked: [Numbers] = []
+    /// Messages this run stored again on the relays, at a member's request.
+    public var resent: [Numbers] = []
+}
+
+/// Sending and receiving through a group's relays (Docs/RELAY.md, "The client").
+public enum Messenger {
+    /// Publishes `record` to every relay it names. Returns each relay's refusal, if any.
+    public static func publish(_ record: GroupRecord, identity: Identity) async -> [RelayError] {
+        await withTaskGroup(of: RelayError?.self) { tasks in
+            for relay in record.relays {
+                tasks.addTask {
+                    let connection = RelayConnection(name: relay.name.value, url: relay.url, card: relay.card, identity: identity)
+                    do {
+                        let (status, body) = try await connection.send(.PUT, "/v1/groups/\(record.idHex)", body: record.encoded)
+                        guard status == 204 else { return RelayConnection.failure(relay: relay.name.value, status: status, body: body) }
+                        return nil
+                    } catch let error as RelayError {
+                        return error
+                    } catch {
+                        return RelayError(relay: relay.name.value, code: "unreachable", words: VaultError.words(for: error))
+                    }
+                }
+            }
+            var refusals: [RelayError] = []
+            for await refusal in tasks { if let refusal { refusals.append(refusal) } }
+            return refusals.sorted { $0.relay < $1.relay }
+        }
+    }
+
+    /// Encrypts `content`, splits it into one share a relay of `group`, and stores each on
+    /// its relay. Succeeds when at least `minimumRelays` relays stored their share; the
+    /// shares are then kept in the relay outbox, to answer resend requests.
+    public static func send(
+        _ content: some ByteSource, type: SecretType, metadata: SecretMetadata, group: GroupRecord, to recipients: [GroupRecord.Member],
+        threshold: Int, minimumRelays: Int, lifetime: UInt64, deleteWhenConfirmed: Bool, keystore: Keystore, identity: Identity
+    ) async throws -> SendReport {
+        let n = group.relays.count
+        guard threshold >= 2, threshold <= n, minimumRelays >= threshold, minimumRelays <= n else {
+            throw VaultError.invalidThreshold(k: threshold, n: n)
+        }
+        let sequences = try keystore.nextSequences(group: group.id, recipients: recipients.map(\.card))
+        let request = MessageRequest(groupID: group.id, type: type, metadata: metadata, threshold: threshold,
+                                     recipients: zip(recipients, sequences).map { MessageRecipient(card: $0.card, sequence: $1) },
+                                     lifetime: lifetime, deleteWhenConfirmed: deleteWhenConfirmed)
+        return try await dealt(request, content: content, group: group, keystore: keystore, identity: identity) { header, paths in
+            let (accepted, refused) = await store(paths, message: header.messageID, in: group, identity: identity)
+            var report = SendReport(messageID: header.messageID, accepted: accepted, refused: refused,
+                                    sequences: zip(recipients, sequences).map { ($0.label, $1) }, notKept: nil)
+            guard accepted.count >= minimumRelays else { throw SendFailure(report: report, minimumRelays: minimumRelays, threshold: threshold) }
+            // A failed send is not kept: its sender was told it failed and may send it
+            // again, so answering a resend request with it could deliver it twice.
+            do {
+                try RelayOutbox(home: keystore.home).keep(paths, header: header, keystore: keystore)
+            } catch {
+                report.notKept = VaultError.words(for: error)
+            }
+            return report
+        }
+    }
+
+    /// Deals `request` into one share file a relay of `group`, in the spool, and hands their
+    /// paths (in relay order) to `body`; the files left in the spool are removed after.
+    static func dealt<T>(_ request: MessageRequest, content: some ByteSource, group: GroupRecord, keystore: Keystore, identity: Identity,
+                         _ body: (MessageHeader, [String]) async throws -> T) async throws -> T {
+        let spool = try Spool(home: keystore.home)
+        let outputs = try group.relays.map { _ in try OutputFile(path: spool.newPath()) }
+        defer { for output in outputs { unlink(output.path) } }
+        let headers = try MessageDealer.deal(request, content: content, sender: identity, outputs: outputs)
+        for output in outputs { try output.commit() }
+        return try await body(headers[0], outputs.map(\.path))
+    }
+
+    /// Stores the share files at `paths` (one a relay, in the group's order) on their
+    /// relays, all at once. A relay that has the message already (a resend, or a retried
+    /// send) counts as having stored it.
+    static func store(_ paths: [String], message id: [UInt8], in group: GroupRecord,
+                              identity: Identity) async -> (accepted: [String], refused: [RelayError]) {
+        let results = await withTaskGroup(of: (Int, RelayError?).self) { tasks in
+            for (j, relay) in group.relays.enumerated() where j < paths.count {
+                tasks.addTask {
+                    let connection = RelayConnection(name: relay.name.value, url: relay.url, card: relay.card, identity: identity)
+                    do {
+                        let (length, hash) = try Spool.hash(paths[j])
+                        let (status, body) = try await connection.upload(paths[j], to: "/v1/groups/\(group.idHex)/messages/\(id.hex)",
+                                                                         length: length, bodyHash: hash)
+                        guard status == 201 || status == 409 else { return (j, RelayConnection.failure(relay: relay.name.value, status: status, body: body)) }
+                        return (j, nil)
+                    } catch let error as RelayError {
+                        return (j, error)
+                    } catch {
+                        return (j, RelayError(relay: relay.name.value, code: "unreachable", words: VaultError.words(for: error)))
+                    }
+                }
+            }
+            var results: [(Int, RelayError?)] = []
+            for await result in tasks { results.append(result) }
+            return results.sorted { $0.0 < $1.0 }
+        }
+        return (results.filter { $0.1 == nil }.map { group.relays[$0.0].name.value }, results.compactMap(\.1))
+    }
+
+    /// Fetches new group records and every waiting message from the relays, checks each
+    /// share, opens each message from any k good shares into `sink`, confirms it to the
+    /// relays and reports gaps in senders' numbering.
+    public static func receive(groupName: String?, keystore: Keystore, identity: Identity, sink: MessageSink) async throws -> ReceiveReport {
+        var report = ReceiveReport()
+        await refreshGroups(keystore: keystore, identity: identity, report: &report)
+        let groups = try groupName.map { [try keystore.group(named: $0)] } ?? keystore.groups()
+        let spool = try Spool(home: keystore.home)
+        for group in groups {
+            let connections = group.relays.map { RelayConnection(name: $0.name.value, url: $0.url, card: $0.card, identity: identity) }
+            // Which relays list which message of this group.
+            var listed: [[UInt8]: [Int]] = [:]
+            var order: [[UInt8]] = []
+            for (j, connection) in connections.enumerated() {
+                do {
+                    for entry in try await list(connection) where entry.group == group.idHex {
+                        guard let id = [UInt8](hexID: entry.id) else { continue }
+                        if listed[id] == nil { order.append(id) }
+                        listed[id, default: []].append(j)
+                    }
+                } catch {
+                    report.problems.append(VaultError.words(for: error))
+                }
+            }
+            for id in order {
+                let relays = listed[id]!
+                if try keystore.hasReceived(message: id) {
+                    await confirm(id, in: group, on: relays.map { connections[$0] })
+                    continue
+                }
+                var shares: [ReceivedShare] = []
+                defer { for share in shares { unlink(share.path) } }
+                for j in relays {
+                    if let threshold = shares.first?.header.threshold, shares.count >= threshold { break }
+                    do {
+                        shares.append(try await fetch(id, in: group, from: connections[j], index: j + 1, spool: spool, identity: identity))
+                    } catch {
+                        report.problems.append(VaultError.words(for: error))
+                    }
+                }
+                guard let header = shares.first?.header, shares.count >= header.threshold else {
+                    report.problems.append("message \(id.hex.prefix(8)) in \(group.name): fewer good shares than it needs, from \(relays.count) relays")
+                    continue
+                }
+                guard let sender = group.member(signingKey: header.sender.signingKey) else {
+                    report.problems.append("message \(id.hex.prefix(8)) in \(group.name): its sender is not a member; ignored")
+                    continue
+                }
+                let sequence = header.recipients.first { $0.card == identity.card }?.sequence ?? 0
+                do {
+                    if header.kind == .resendRequest {
+                        let numbers = try resendRequest(in: shares)
+                        if try keystore.recordReceived(message: header, sequence: 0) {
+                            await answer(numbers, from: sender, in: group, keystore: keystore, identity: identity, report: &report)
+                        }
+                        await confirm(id, in: group, on: relays.map { connections[$0] })
+                        continue
+                    }
+                    // A number seen before is refused before anything is opened: printed
+                    // content cannot be taken back.
+                    if try keystore.hasReceived(group: group.id, sender: header.sender.signingKey, sequence: sequence) {
+                        report.problems.append("message \(id.hex.prefix(8)) from \(sender.label) repeats sequence number \(sequence); ignored")
+                        continue
+                    }
+                    let opened = try MessageOpening.open(shares, metadataReady: { try sink.begin(header, sender: sender, metadata: $0) },
+                                                         output: sink.write)
+                    // The number is recorded before the content is kept: a crash in between
+                    // loses this copy, never shows one message twice.
+                    guard try keystore.recordReceived(message: opened.header, sequence: sequence) else {
+                        sink.discard()
+                        report.problems.append("message \(id.hex.prefix(8)) from \(sender.label) repeats sequence number \(sequence); ignored")
+                        continue
+                    }
+                    let destination = try sink.commit()
+                    report.received.append(.init(group: group.name, sender: sender.label, sequence: sequence, type: header.type, destination: destination))
+                    await confirm(id, in: group, on: relays.map { connections[$0] })
+                } catch {
+                    sink.discard()
+                    report.problems.append("message \(id.hex.prefix(8)) from \(sender.label): \(VaultError.words(for: error))")
+                }
+            }
+            for member in group.members where member.card != identity.card {
+                let missing = try keystore.missingSequences(group: group.id, sender: member.card.signingKey)
+                guard !missing.isEmpty else { continue }
+                report.gaps.append(.init(group: group.name, member: member.label, sequences: missing))
+                let ask = try keystore.newResendRequests(group: group.id, sender: member.card.signingKey, sequences: missing)
+                if !ask.isEmpty { await requestResend(ask, from: member, in: group, keystore: keystore, identity: identity, report: &report) }
+            }
+        }
+        await pruneOutbox(keystore: keystore, identity: identity, report: &report)
+        return report
+    }
+
+    /// Asks every pinned relay and every relay of a known group for the groups this
+    /// identity is in, and accepts new or newer records from trusted owners.
+    static func refreshGroups(keystore: Keystore, identity: Identity, report: inout ReceiveReport) async {
+        var connections: [String: RelayConnection] = [:]
+        for relay in (try? keystore.pinnedRelays()) ?? [] {
+            connections[relay.card.fingerprint] = RelayConnection(name: relay.label.value, url: relay.url, card: relay.card, identity: identity)
+        }
+        for group in (try? keystore.groups()) ?? [] {
+            for relay in group.relays where connections[relay.card.fingerprint] == nil {
+                connections[relay.card.fingerprint] = RelayConnection(name: relay.name.value, url: relay.url, card: relay.card, identity: identity)
+            }
+        }
+        var seen: Set<String> = []
+        for connection in connections.values.sorted(by: { $0.name < $1.name }) {
+            do {
+                let (status, body) = try await connection.send(.GET, "/v1/groups")
+                guard status == 200 else { throw RelayConnection.failure(relay: connection.name, status: status, body: body) }
+                let list = try JSONDecoder().decode(RelayAPI.Groups.self, from: Data(body))
+                for entry in list.groups.prefix(1000) where seen.insert("\(entry.id)/\(entry.version)").inserted {
+                    guard let id = [UInt8](hexID: entry.id) else { continue }
+                    if let known = try keystore.group(id: id), known.version >= entry.version { continue }
+                    let (status, bytes) = try await connection.send(.GET, "/v1/groups/\(entry.id)", limit: GroupRecord.maximumLength)
+                    guard status == 200 else { throw RelayConnection.failure(relay: connection.name, status: status, body: bytes) }
+                    do {
+                        let record = try GroupRecord(parsing: bytes)
+                        guard record.id == id else { throw VaultError.malformed(what: "the group record", detail: "it is for another group") }
+                        if try keystore.accept(group: record) { report.groups.append(record.name) }
+                    } catch {
+                        report.problems.append("group \(entry.id.prefix(8)) from relay \(connection.name): \(VaultError.words(for: error)); not accepted")
+                    }
+                }
+            } catch {
+                report.problems.append(VaultError.words(for: error))
+            }
+        }
+    }
+
+    private static func list(_ connection: RelayConnection) async throws -> [RelayAPI.MessageEntry] {
+        var entries: [RelayAPI.MessageEntry] = []
+        var cursor: String?
+        repeat {
+            let path = "/v1/messages?limit=\(RelayAPI.maximumPage)" + (cursor.map { "&after=\($0)" } ?? "")
+            let (status, body) = try await connection.send(.GET, path)
+            guard status == 200 else { throw RelayConnection.failure(relay: connection.name, status: status, body: body) }
+            guard let page = try? JSONDecoder().decode(RelayAPI.Messages.self, from: Data(body)) else {
+                throw RelayError(relay: connection.name, code: "malformed", words: "its list of messages is not valid")
+            }
+            entries += page.messages
+            cursor = page.next
+        } while cursor != nil && entries.count < 100_000
+        return entries
+    }
+
+    /// Downloads one share into the spool, checking it on the way: the sender's signature,
+    /// this group and message, this relay's index, the piece's commitment and this
+    /// identity's box. A share that fails names its relay.
+    private static func fetch(_ id: [UInt8], in group: GroupRecord, from connection: RelayConnection, index: Int, spool: Spool,
+                              identity: Identity) async throws -> ReceivedShare {
+        let path = spool.newPath()
+        let output = try OutputFile(path: path)
+        var incoming = IncomingMessageShare(maximumLength: IncomingMessageShare.largest)
+        do {
+            try await connection.download("/v1/groups/\(group.idHex)/messages/\(id.hex)", limit: IncomingMessageShare.largest) { buffer in
+                try buffer.withUnsafeReadableBytes { bytes in
+                    try incoming.take(bytes)
+                    try output.write(bytes)
+                }
+            }
+            try incoming.finish()
+            guard let header = incoming.header, header.groupID == group.id, header.messageID == id else {
+                throw VaultError.malformed(what: "the message share", detail: "it belongs to another group or message")
+            }
+            guard header.index == index, header.count == group.relays.count else {
+                throw VaultError.malformed(what: "the message share", detail: "it is not this relay's share")
+            }
+            try output.commit()
+            return try ReceivedShare(checked: incoming, path: path, recipient: identity)
+        } catch let error as RelayError {
+            unlink(path)
+            throw error
+        } catch {
+            unlink(path)
+            throw RelayError(relay: connection.name, code: "forged", words: "it served a damaged or forged share: \(VaultError.words(for: error))")
+        }
+    }
+
+    static func confirm(_ id: [UInt8], in group: GroupRecord, on connections: [RelayConnection]) async {
+        await withTaskGroup(of: Void.self) { tasks in
+            for connection in connections {
+                tasks.addTask { _ = try? await connection.send(.POST, "/v1/groups/\(group.idHex)/messages/\(id.hex)/confirm") }
+            }
+        }
+    }
+}

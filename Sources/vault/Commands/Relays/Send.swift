@@ -1,0 +1,199 @@
+import ArgumentParser
+import Foundation
+import VaultCore
+import VaultRelayClient
+
+struct Send: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Send a secret to members of a group, split across the group's relays.",
+        discussion: """
+            The secret is encrypted and split into one share per relay: any K rebuild it, and \
+            fewer reveal nothing; each relay's share of the key is sealed to every recipient. \
+            It succeeds when at least S relays stored their share (default K = max(2, ⌈n/2⌉), \
+            S = K + 1 where n allows).
+            """)
+
+    @OptionGroup var home: HomeOption
+    @OptionGroup var keys: PassphraseOption
+
+    @Argument(help: ArgumentHelp("The file to send, or - for standard input (default for notes).", valueName: "file"))
+    var file: String?
+
+    @Option(help: ArgumentHelp("The group.", valueName: "group"))
+    var group: String
+
+    @Option(help: ArgumentHelp("Members to send to, comma-separated (default: every other member).", valueName: "labels"))
+    var to: String?
+
+    @Option(name: [.customShort("k"), .long], help: ArgumentHelp("How many relays' shares rebuild it.", valueName: "k"))
+    var threshold: Int?
+
+    @Option(help: ArgumentHelp("How many relays must store their share for the send to succeed.", valueName: "s"))
+    var minRelays: Int?
+
+    @Option(help: ArgumentHelp("How long the relays keep it (e.g. 1d, 12h, 30m).", valueName: "duration"))
+    var ttl: String = "1d"
+
+    @Flag(help: "Ask the relays to delete it once every recipient confirmed it.")
+    var deleteWhenRead = false
+
+    @Option(help: ArgumentHelp("note, file, password, contact or key (default: file for a FILE, else note).", valueName: "type"))
+    var type: String?
+
+    @OptionGroup var fields: SecretFieldOptions
+
+    func run() async throws {
+        let secretType = try resolvedType()
+        let keystore = try home.openKeystore()
+        let record = try keystore.group(named: group)
+        let own = try keystore.identityInfo().card
+        let recipients: [GroupRecord.Member]
+        if let to {
+            recipients = try to.split(separator: ",").map { name in
+                let name = name.trimmingCharacters(in: .whitespaces)
+                guard let member = record.members.first(where: { $0.label.value.lowercased() == name.lowercased() && $0.card != own }) else {
+                    throw CLIError.invalidInput("'\(name)' is not another member of \(record.name)")
+                }
+                return member
+            }
+        } else {
+            recipients = record.members.filter { $0.card != own }
+        }
+        guard !recipients.isEmpty else { throw CLIError.invalidInput("the group has no other member to send to") }
+        let n = record.relays.count
+        let k = threshold ?? max(2, (n + 1) / 2)
+        let s = minRelays ?? min(n, k + 1)
+        guard k >= 2, k <= n else { throw ValidationError("--threshold is 2 to \(n), the group's relays") }
+        guard s >= k, s <= n else { throw ValidationError("--min-relays is \(k) to \(n)") }
+        let lifetime = try Duration.seconds(ttl)
+        let identity = try keys.unlock(keystore)
+        let content = try secretContent(type: secretType, file: file)
+        let report = try await Messenger.send(content, type: secretType, metadata: try fields.metadata(for: secretType, file: file), group: record,
+                                              to: recipients, threshold: k, minimumRelays: s, lifetime: lifetime,
+                                              deleteWhenConfirmed: deleteWhenRead, keystore: keystore, identity: identity)
+        for refusal in report.refused { Terminal.standardError("vault: warning: \(refusal)") }
+        if let notKept = report.notKept { Terminal.standardError("vault: warning: not kept for resend requests: \(notKept)") }
+        let numbered = report.sequences.map { "\($0.label) #\($0.sequence)" }.joined(separator: ", ")
+        Terminal.standardError("sent \(report.messageID.hex.prefix(8)) to \(numbered): \(k) of \(n) relays rebuild it, \(report.accepted.count) stored it")
+        print(report.messageID.hex)
+    }
+
+    private func resolvedType() throws -> SecretType {
+        guard let type else { return file != nil && file != "-" ? .file : .note }
+        guard let resolved = SecretType(name: type) else { throw ValidationError("--type takes note, file, password, contact or key") }
+        if resolved == .key && file != nil { throw ValidationError("a key is generated: give no FILE with --type key") }
+        if resolved == .file && (file == nil || file == "-") { throw ValidationError("--type file needs a FILE") }
+        return resolved
+    }
+}
+
+struct Receive: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Fetch, check and open the messages waiting on your groups' relays.",
+        discussion: """
+            Each share is checked against its sender's signature and commitments; a relay that \
+            serves a damaged or forged share is named, and the message is rebuilt from the \
+            others. Files are saved in --out-dir (default: the current directory) under their \
+            own names; other messages are printed, or saved there too with --out-dir. Gaps in \
+            a sender's numbering are reported.
+            """)
+
+    @OptionGroup var home: HomeOption
+    @OptionGroup var keys: PassphraseOption
+
+    @Option(help: ArgumentHelp("Only this group.", valueName: "group"))
+    var group: String?
+
+    @Option(help: ArgumentHelp("Save every message in this directory.", valueName: "dir"))
+    var outDir: String?
+
+    @Flag(help: "Keep polling: every 2 s after a message, doubling up to 60 s while nothing comes.")
+    var follow = false
+
+    func run() async throws {
+        let keystore = try home.openKeystore()
+        let identity = try keys.unlock(keystore)
+        let sink = ReceiveSink(outDir: outDir)
+        var pause: UInt64 = 2
+        repeat {
+            let report = try await Messenger.receive(groupName: group, keystore: keystore, identity: identity, sink: sink)
+            for name in report.groups { Terminal.standardError("accepted group '\(name)'") }
+            for problem in report.problems { Terminal.standardError("vault: warning: \(problem)") }
+            for message in report.received {
+                Terminal.standardError("received #\(message.sequence) from \(message.sender) in \(message.group) (\(message.type)): \(message.destination)")
+            }
+            for gap in report.gaps {
+                Terminal.standardError("vault: warning: from \(gap.member) in \(gap.group), never received #\(Self.list(gap.sequences))")
+            }
+            for asked in report.asked {
+                Terminal.standardError("asked \(asked.member) in \(asked.group) to resend #\(Self.list(asked.sequences))")
+            }
+            for resent in report.resent {
+                Terminal.standardError("resent #\(Self.list(resent.sequences)) to \(resent.member) in \(resent.group), as asked")
+            }
+            if !follow {
+                if report.received.isEmpty && report.resent.isEmpty { Terminal.standardError("no new messages") }
+                break
+            }
+            pause = report.received.isEmpty ? min(60, pause * 2) : 2
+            try await Task.sleep(for: .seconds(pause))
+        } while true
+    }
+
+    private static func list(_ numbers: [UInt64]) -> String { numbers.map(String.init).joined(separator: ", #") }
+}
+
+/// Where `vault receive` puts a message: a new file in --out-dir (for a file, under its own
+/// name made safe; never over an existing file), or standard output for other kinds when
+/// no --out-dir is given. A file appears only once its message checked out whole.
+final class ReceiveSink: MessageSink {
+    private let outDir: String?
+    private var file: OutputFile?
+    private var toStandardOutput = false
+
+    init(outDir: String?) { self.outDir = outDir }
+
+    func begin(_ header: MessageHeader, sender: GroupRecord.Member, metadata: SecretMetadata) throws {
+        if outDir == nil, header.type != .file {
+            toStandardOutput = true
+            return
+        }
+        let directory = outDir ?? "."
+        let base = metadata.fileName.map(safeFileName) ?? "\(sender.label)-\(header.messageIDHex.prefix(8)).txt"
+        var path = directory + "/" + base
+        var n = 2
+        while FileManager.default.fileExists(atPath: path), n < 1000 {
+            path = directory + "/" + "\(n)-" + base
+            n += 1
+        }
+        file = try OutputFile(path: path, hiddenUntilCommit: true)
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        if toStandardOutput {
+            FileHandle.standardOutput.write(Data(bytes))
+        } else {
+            try file?.write(bytes)
+        }
+    }
+
+    func commit() throws -> String {
+        defer { file = nil; toStandardOutput = false }
+        guard let file else { return "printed" }
+        try file.commit()
+        return file.path
+    }
+
+    func discard() {
+        file = nil
+        toStandardOutput = false
+    }
+
+    /// A received name's last component, without control characters or a leading dot.
+    private func safeFileName(_ name: String) -> String {
+        let last = name.split(separator: "/").last.map(String.init) ?? "message"
+        let cleaned = String(last.unicodeScalars.filter { !$0.properties.isWhitespace || $0 == " " }.filter { $0.value >= 0x20 && $0.value != 0x7f })
+        let trimmed = cleaned.drop { $0 == "." }
+        return trimmed.isEmpty ? "message" : String(trimmed.prefix(200))
+    }
+}

@@ -1,0 +1,110 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Testing
+import VaultCore
+import VaultRelayProtocol
+import VaultTestSupport
+
+/// Issue 15's PostgreSQL store against a real, throwaway cluster: two `vault relay serve`
+/// processes share one database and are one relay (one card); beside them, one relay on
+/// SQLite, so that alice's group has the two relays it needs.
+final class PostgresWorld {
+    let cluster: PostgresCluster
+    let directory = TemporaryDirectory("vault-pg-relays")
+    var front: BackgroundProcess, back: BackgroundProcess, other: BackgroundProcess
+    let frontURL: String, backURL: String, otherURL: String
+    let alice = User("alice"), bob = User("bob")
+
+    init() throws {
+        cluster = try PostgresCluster()
+        (front, frontURL) = try Self.relay(["--store", cluster.url], log: directory.file("front.log"))
+        (back, backURL) = try Self.relay(["--store", cluster.url], log: directory.file("back.log"))
+        (other, otherURL) = try Self.relay(["--store", "sqlite:" + directory.file("other.db")], log: directory.file("other.log"))
+        try alice.initialize("alice")
+        try bob.initialize("bob")
+        try alice.ok("peer", "add", try bob.card(), "--label", "bob", "--yes")
+        try bob.ok("peer", "add", try alice.card(), "--label", "alice", "--yes")
+        try alice.ok("relay", "add", "pg", frontURL, "--yes")
+        try alice.ok("relay", "add", "lite", otherURL, "--yes")
+        try bob.ok("relay", "add", "pg", frontURL, "--yes")
+        try alice.ok("group", "create", "team", "--relays", "pg,lite", "--members", "bob")
+    }
+
+    deinit { for relay in [front, back, other] { relay.stop(SIGKILL) } }
+
+    /// A relay sweeping every second, and its URL.
+    private static func relay(_ store: [String], log: String) throws -> (BackgroundProcess, String) {
+        let relay = try BackgroundProcess(VaultBinary.path, ["relay", "serve", "--listen", "127.0.0.1:0", "--sweep-interval", "1"] + store,
+                                          environment: [:], logPath: log)
+        try relay.waitFor("fingerprint ", timeout: 60)
+        let line = relay.log.split(separator: "\n").first { $0.contains("listening on ") } ?? ""
+        return (relay, String(line.split(separator: " ").last ?? ""))
+    }
+
+    /// A GET that bob signs, to the relay at `url`: its status, body and headers.
+    func bobGet(_ url: String, _ path: String, headers given: [(String, String)]? = nil) async throws -> (Int, Data, [(String, String)]) {
+        let identity = try Keystore.open(home: VaultHome.resolve(explicit: bob.directory.file("home"))).unlock(passphrase: nil)
+        let card = try JSONDecoder().decode(RelayAPI.Card.self, from: try Data(contentsOf: URL(string: url + "/card")!)).card
+        let headers = try given ?? RequestSignature.headers(identity: identity, relay: KeyCard(text: card).signingKey, method: "GET",
+                                                            path: path, bodyHash: sha256([]))
+        var request = URLRequest(url: URL(string: url + path)!)
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        let (body, response) = try await URLSession.shared.data(for: request)
+        return ((response as! HTTPURLResponse).statusCode, body, headers)
+    }
+}
+
+@Suite(.serialized) struct PostgresRelayTests {
+    /// A share stored through one process is listed and served by the other, and a nonce
+    /// seen by one is refused by the other; bob's receive through the first confirms, and
+    /// the second then lists nothing.
+    @Test func twoProcessesAreOneRelay() async throws {
+        let world = try PostgresWorld()
+        let frontCard = try world.alice.ok("relay", "check", "pg")
+        #expect(frontCard.hasPrefix("pg\tok\t"), "\(frontCard)")
+        let id = try world.alice.ok("send", "--group", "team", "-", stdin: "through postgres").trimmingCharacters(in: .newlines)
+        #expect(try world.cluster.sql("SELECT count(*) FROM relay_messages WHERE ready = 1") == "1")
+        // UNLOGGED: no WAL for what expires.
+        #expect(try world.cluster.sql("SELECT relpersistence FROM pg_class WHERE relname = 'relay_chunks'") == "u")
+
+        let (status, list, headers) = try await world.bobGet(world.backURL, "/v1/messages")
+        #expect(status == 200)
+        #expect(String(decoding: list, as: UTF8.self).contains(id))
+        let group = try JSONDecoder().decode(RelayAPI.Messages.self, from: list).messages[0].group
+        let (shareStatus, share, _) = try await world.bobGet(world.backURL, "/v1/groups/\(group)/messages/\(id)")
+        #expect(shareStatus == 200 && share.count > 100)
+        // The same signed request again, now to the other process: one nonce memory.
+        #expect(try await world.bobGet(world.frontURL, "/v1/messages", headers: headers).0 == 401)
+
+        let received = try world.bob.vault.run(["receive"])
+        #expect(received.stdout == "through postgres", "\(received.stderr)")
+        let (_, after, _) = try await world.bobGet(world.backURL, "/v1/messages")
+        #expect(try JSONDecoder().decode(RelayAPI.Messages.self, from: after).messages.isEmpty)
+    }
+
+    /// Past its TTL a message is served by neither process, and the sweepers (both running,
+    /// every second) delete its rows.
+    @Test func expiryHoldsWithBothRunning() async throws {
+        let world = try PostgresWorld()
+        let id = try world.alice.ok("send", "--group", "team", "--ttl", "2s", "-", stdin: "brief").trimmingCharacters(in: .newlines)
+        #expect(try world.cluster.sql("SELECT count(*) FROM relay_messages") == "1")
+        try await Task.sleep(for: .seconds(3))
+        for url in [world.frontURL, world.backURL] {
+            let (_, list, _) = try await world.bobGet(url, "/v1/messages")
+            #expect(!String(decoding: list, as: UTF8.self).contains(id))
+        }
+        var rows = ""
+        for _ in 0..<50 {
+            rows = try world.cluster.sql("SELECT (SELECT count(*) FROM relay_messages) + (SELECT count(*) FROM relay_chunks)")
+            if rows == "0" { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(rows == "0")
+        #expect(try world.bob.vault.run(["receive"]).stderr.contains("no new messages"))
+        // Both still up.
+        #expect(try await world.bobGet(world.frontURL, "/v1/groups").0 == 200)
+        #expect(try await world.bobGet(world.backURL, "/v1/groups").0 == 200)
+    }
+}
