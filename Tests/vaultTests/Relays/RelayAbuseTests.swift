@@ -374,13 +374,15 @@ import VaultTestSupport
         #expect(highWater < 200 << 20, "peak RSS \(highWater >> 20) MiB")
         #expect(highWater < rssBefore + 32 << 20, "RSS \(rssBefore >> 20) MiB before, peak \(highWater >> 20) MiB")
         #expect(rssAfter < rssBefore + 32 << 20, "RSS \(rssBefore >> 20) MiB before, \(rssAfter >> 20) MiB after")
-        // The flood's connections are closed, so are the relay's ends of them.
+        // The flood's connections are closed, so are the relay's ends of them, in time: on a
+        // loaded machine (CI runs other suites beside this one) closing 2,000 connections'
+        // ends took over 2 s. A leak would keep hundreds; the margin is 16.
         var fdsAfter = try openFiles(pid)
-        for _ in 0..<20 where fdsAfter > fdsBefore + 4 {
+        for _ in 0..<100 where fdsAfter > fdsBefore + 16 {
             Thread.sleep(forTimeInterval: 0.1)
             fdsAfter = try openFiles(pid)
         }
-        #expect(fdsAfter <= fdsBefore + 4, "\(fdsBefore) open files before, \(fdsAfter) after")
+        #expect(fdsAfter <= fdsBefore + 16, "\(fdsBefore) open files before, \(fdsAfter) after")
         print("flood: \(fdsBefore) open files before, \(fdsAfter) after")
 
         // Nothing stored: only the three good requests' nonces.

@@ -98,8 +98,8 @@ struct RelayAdd: AsyncParsableCommand {
         abstract: "Pin a relay: its URL and the key card that must sign its answers.",
         discussion: """
             With --card, the card is the one its operator gave you. Without it, the card the \
-            relay shows at URL/card is fetched, and you confirm its fingerprint against the one \
-            its operator shows you (--yes answers yes).
+            relay shows at URL/card is fetched, and vault asks you to confirm its fingerprint \
+            against the one its operator shows you (--yes answers yes).
             """)
 
     @OptionGroup var home: HomeOption
