@@ -46,6 +46,11 @@ public struct ReceiveReport: Sendable {
         public let group: Label
         public let member: Label
         public let sequences: [UInt64]
+
+        /// The numbers as people read them: "1, #4, #5", after a leading "#".
+        public var listed: String { Self.list(sequences) }
+
+        static func list(_ numbers: [UInt64]) -> String { numbers.map(String.init).joined(separator: ", #") }
     }
 
     /// Messages received, in order.
@@ -69,7 +74,7 @@ public enum Messenger {
         await withTaskGroup(of: RelayError?.self) { tasks in
             for relay in record.relays {
                 tasks.addTask {
-                    let connection = RelayConnection(name: relay.name.value, url: relay.url, card: relay.card, identity: identity)
+                    let connection = RelayConnection(relay, identity: identity)
                     do {
                         let (status, body) = try await connection.send(.PUT, "/v1/groups/\(record.idHex)", body: record.encoded)
                         guard status == 204 else { return RelayConnection.failure(relay: relay.name.value, status: status, body: body) }
@@ -138,7 +143,7 @@ public enum Messenger {
         let results = await withTaskGroup(of: (Int, RelayError?).self) { tasks in
             for (j, relay) in group.relays.enumerated() where j < paths.count {
                 tasks.addTask {
-                    let connection = RelayConnection(name: relay.name.value, url: relay.url, card: relay.card, identity: identity)
+                    let connection = RelayConnection(relay, identity: identity)
                     do {
                         let (length, hash) = try Spool.hash(paths[j])
                         let (status, body) = try await connection.upload(paths[j], to: "/v1/groups/\(group.idHex)/messages/\(id.hex)",
@@ -168,7 +173,7 @@ public enum Messenger {
         let groups = try groupName.map { [try keystore.group(named: $0)] } ?? keystore.groups()
         let spool = try Spool(home: keystore.home)
         for group in groups {
-            let connections = group.relays.map { RelayConnection(name: $0.name.value, url: $0.url, card: $0.card, identity: identity) }
+            let connections = group.relays.map { RelayConnection($0, identity: identity) }
             // Which relays list which message of this group.
             var listed: [[UInt8]: [Int]] = [:]
             var order: [[UInt8]] = []
@@ -261,7 +266,7 @@ public enum Messenger {
         }
         for group in (try? keystore.groups()) ?? [] {
             for relay in group.relays where connections[relay.card.fingerprint] == nil {
-                connections[relay.card.fingerprint] = RelayConnection(name: relay.name.value, url: relay.url, card: relay.card, identity: identity)
+                connections[relay.card.fingerprint] = RelayConnection(relay, identity: identity)
             }
         }
         var seen: Set<String> = []

@@ -45,6 +45,11 @@ public struct RelayConnection: Sendable {
         self.identity = identity
     }
 
+    /// A connection to one of a group's relays, as its record names it.
+    public init(_ relay: GroupRecord.Relay, identity: Identity) {
+        self.init(name: relay.name.value, url: relay.url, card: relay.card, identity: identity)
+    }
+
     /// `GET /card` from a relay not yet pinned: its card and limits, once the answer is
     /// signed by that card over a fresh nonce. Whether the card is the right one is the
     /// user's to confirm, by fingerprint.

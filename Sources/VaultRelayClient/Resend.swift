@@ -108,7 +108,7 @@ extension Messenger {
             for message in kept.prefix(32) {
                 guard let group = try keystore.group(id: message.group) else { continue }
                 for relay in group.relays {
-                    let connection = RelayConnection(name: relay.name.value, url: relay.url, card: relay.card, identity: identity)
+                    let connection = RelayConnection(relay, identity: identity)
                     guard let (status, body) = try? await connection.send(.GET, "/v1/groups/\(group.idHex)/messages/\(message.id.hex)/receipts"),
                           status == 200, let receipts = try? JSONDecoder().decode(RelayAPI.Receipts.self, from: Data(body)) else { continue }
                     if receipts.confirmed >= receipts.recipients { try outbox.drop(message, keystore: keystore) }
@@ -120,5 +120,5 @@ extension Messenger {
         }
     }
 
-    private static func list(_ numbers: [UInt64]) -> String { numbers.map(String.init).joined(separator: ", #") }
+    private static func list(_ numbers: [UInt64]) -> String { ReceiveReport.Numbers.list(numbers) }
 }

@@ -71,6 +71,12 @@ public struct GroupRecord: Equatable, Sendable {
     /// The group id as 32 hex digits.
     public var idHex: String { id.hex }
 
+    /// The member named `name` in this record (ignoring case, as labels compare), if any.
+    public func member(named name: String) -> Member? {
+        let key = (try? Label(name))?.key ?? name.lowercased()
+        return members.first { $0.label.key == key }
+    }
+
     /// The member with this signing key, if any.
     public func member(signingKey: [UInt8]) -> Member? {
         members.first { Sodium.equal($0.card.signingKey, signingKey) }

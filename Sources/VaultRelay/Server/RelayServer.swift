@@ -40,9 +40,11 @@ public enum RelayServer {
         try await store.prepare()
         // The identity lives in the store, so processes sharing a store are one relay with
         // one card (Docs/RELAY.md, "Deployment").
-        let secret = try await store.identitySecret {
+        var secret = try await store.identitySecret {
             Identity.generate(label: RelayIdentity.label).1.withUnsafeBytes { Array($0) }
         }
+        // The store's copy is the store's; this one is wiped once in locked memory.
+        defer { secret.wipe() }
         let identity = try Identity(label: RelayIdentity.label, secret: SecureBytes(copying: secret))
         let relay = Relay(identity: identity, store: store, configuration: configuration)
 

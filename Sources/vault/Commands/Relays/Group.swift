@@ -92,7 +92,7 @@ struct GroupRemove: AsyncParsableCommand {
         let identity = try keys.unlock(keystore)
         try requireOwner(record, identity)
         let removed = try Set(members.map { name throws -> String in
-            guard let member = record.members.first(where: { $0.label.value.lowercased() == name.lowercased() }) else {
+            guard let member = record.member(named: name) else {
                 throw CLIError.invalidInput("'\(name)' is not a member of \(record.name)")
             }
             guard member.card != identity.card else { throw CLIError.invalidInput("the owner cannot leave the group") }

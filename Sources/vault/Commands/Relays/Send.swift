@@ -51,7 +51,7 @@ struct Send: AsyncParsableCommand {
         if let to {
             recipients = try to.split(separator: ",").map { name in
                 let name = name.trimmingCharacters(in: .whitespaces)
-                guard let member = record.members.first(where: { $0.label.value.lowercased() == name.lowercased() && $0.card != own }) else {
+                guard let member = record.member(named: name), member.card != own else {
                     throw CLIError.invalidInput("'\(name)' is not another member of \(record.name)")
                 }
                 return member
@@ -123,13 +123,13 @@ struct Receive: AsyncParsableCommand {
                 Terminal.standardError("received #\(message.sequence) from \(message.sender) in \(message.group) (\(message.type)): \(message.destination)")
             }
             for gap in report.gaps {
-                Terminal.standardError("vault: warning: from \(gap.member) in \(gap.group), never received #\(Self.list(gap.sequences))")
+                Terminal.standardError("vault: warning: from \(gap.member) in \(gap.group), never received #\(gap.listed)")
             }
             for asked in report.asked {
-                Terminal.standardError("asked \(asked.member) in \(asked.group) to resend #\(Self.list(asked.sequences))")
+                Terminal.standardError("asked \(asked.member) in \(asked.group) to resend #\(asked.listed)")
             }
             for resent in report.resent {
-                Terminal.standardError("resent #\(Self.list(resent.sequences)) to \(resent.member) in \(resent.group), as asked")
+                Terminal.standardError("resent #\(resent.listed) to \(resent.member) in \(resent.group), as asked")
             }
             if !follow {
                 if report.received.isEmpty && report.resent.isEmpty { Terminal.standardError("no new messages") }
@@ -139,8 +139,6 @@ struct Receive: AsyncParsableCommand {
             try await Task.sleep(for: .seconds(pause))
         } while true
     }
-
-    private static func list(_ numbers: [UInt64]) -> String { numbers.map(String.init).joined(separator: ", #") }
 }
 
 /// Where `vault receive` puts a message: a new file in --out-dir (for a file, under its own
