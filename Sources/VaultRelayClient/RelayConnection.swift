@@ -110,9 +110,11 @@ public struct RelayConnection: Sendable {
         }
         let response: HTTPClientResponse
         do {
-            response = try await RelayHTTPClient.shared.execute(request, timeout: RelayHTTPClient.streamDeadline)
+            response = try await RelayHTTPClient.client(relay: name).execute(request, timeout: RelayHTTPClient.streamDeadline)
+        } catch let error as RelayError {
+            throw error
         } catch {
-            throw RelayError(relay: name, code: "unreachable", words: "cannot reach it (\(error))")
+            throw RelayError(relay: name, code: "unreachable", words: "cannot reach it: \(ConnectionFailure.words(for: error))")
         }
         let status = Int(response.status.code)
         if status != 200 {
@@ -145,9 +147,11 @@ public struct RelayConnection: Sendable {
                                  deadline: TimeAmount = RelayHTTPClient.smallDeadline) async throws -> (Int, HTTPHeaders, [UInt8]) {
         let response: HTTPClientResponse
         do {
-            response = try await RelayHTTPClient.shared.execute(request, timeout: deadline)
+            response = try await RelayHTTPClient.client(relay: relay).execute(request, timeout: deadline)
+        } catch let error as RelayError {
+            throw error
         } catch {
-            throw RelayError(relay: relay, code: "unreachable", words: "cannot reach it (\(error))")
+            throw RelayError(relay: relay, code: "unreachable", words: "cannot reach it: \(ConnectionFailure.words(for: error))")
         }
         var body: [UInt8] = []
         for try await buffer in response.body {
@@ -159,7 +163,7 @@ public struct RelayConnection: Sendable {
         return (Int(response.status.code), response.headers, body)
     }
 
-    private static func verify(headers: HTTPHeaders, status: Int, body: [UInt8], nonce: [UInt8], card: KeyCard, relay: String) throws {
+    static func verify(headers: HTTPHeaders, status: Int, body: [UInt8], nonce: [UInt8], card: KeyCard, relay: String) throws {
         guard let claimed = headers.first(name: RelayHeader.bodyHash).flatMap({ Base64URL.decode($0, length: 32) }), claimed == sha256(body) else {
             throw RelayError(relay: relay, code: "forged", words: "its answer is not signed by its pinned card (a man in the middle?)")
         }

@@ -1,5 +1,8 @@
 import AsyncHTTPClient
+import Foundation
 import NIOCore
+import NIOSSL
+import VaultCore
 
 /// The one HTTP client every relay connection shares.
 ///
@@ -7,20 +10,56 @@ import NIOCore
 /// deadline, so a relay that is down held `vault send` for minutes. A relay that does not
 /// answer should be reported at once and the others used; k of n is there for that.
 enum RelayHTTPClient {
-    static let shared: HTTPClient = {
+    /// The environment variable naming a PEM file of certificate authorities to trust for
+    /// relays' TLS, besides the system's roots: for a relay whose certificate a private CA
+    /// signed. TLS here keeps the traffic private; that the answers come from the pinned
+    /// relay is proven by their signatures, whichever CA signed the certificate.
+    static let trustVariable = "VAULT_RELAY_CA"
+
+    /// The client, or why the trust file cannot be used (asked for, so never ignored).
+    private static let configured: Result<HTTPClient, TrustFailure> = {
         var configuration = HTTPClient.Configuration()
         configuration.connectionPool.retryConnectionEstablishment = false
         // A relay that stops sending for this long is stalled, whatever the body's size.
-        configuration.timeout = .init(connect: .seconds(5), read: .seconds(30))
+        configuration.timeout = .init(connect: connectTimeout, read: readTimeout)
         // A relay is addressed by its pinned URL; it has no business sending us elsewhere.
         configuration.redirectConfiguration = .disallow
         configuration.decompression = .disabled
-        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        if let path = ProcessInfo.processInfo.environment[trustVariable], !path.isEmpty {
+            let certificates: [NIOSSLCertificate]
+            do {
+                certificates = try NIOSSLCertificate.fromPEMFile(path)
+            } catch {
+                return .failure(TrustFailure(path: path))
+            }
+            guard !certificates.isEmpty else { return .failure(TrustFailure(path: path)) }
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.additionalTrustRoots = [.certificates(certificates)]
+            configuration.tlsConfiguration = tls
+        }
+        return .success(HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration))
     }()
 
+    /// The shared client; throws when `VAULT_RELAY_CA` names a file of no certificates.
+    static func client(relay: String) throws -> HTTPClient {
+        switch configured {
+        case .success(let client): return client
+        case .failure(let failure): throw RelayError(relay: relay, code: "tls", words: failure.description)
+        }
+    }
+
+    static let connectTimeout = TimeAmount.seconds(5)
+    static let readTimeout = TimeAmount.seconds(30)
     /// The deadline of a request with a small body (`/card`, groups, lists, confirms).
     static let smallDeadline = TimeAmount.seconds(30)
     /// The deadline of a streamed message share: generous, as the read timeout above
     /// already catches a relay that stalls.
     static let streamDeadline = TimeAmount.hours(1)
+
+    struct TrustFailure: Error, CustomStringConvertible {
+        let path: String
+        var description: String {
+            "\(trustVariable)=\(TerminalText.escaped(path)) is not a readable PEM file of certificates"
+        }
+    }
 }

@@ -38,6 +38,20 @@ struct RelayOutbox {
                               recipients: header.recipients)
     }
 
+    /// The signed header of a kept message, from its first share: how many relays must
+    /// store it again for a resend to count.
+    func header(of message: [UInt8]) throws -> MessageHeader {
+        let source = try FileSource(path: path(of: message, index: 1))
+        var share = IncomingMessageShare(maximumLength: IncomingMessageShare.largest)
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while share.header == nil {
+            let count = try buffer.withUnsafeMutableBytes { try source.read(into: $0) }
+            guard count > 0 else { throw VaultError.truncated(what: "the kept message share") }
+            try buffer.withUnsafeBytes { try share.take(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+        }
+        return share.header!
+    }
+
     /// Forgets a kept message: its row, then its files.
     func drop(_ message: SentMessage, keystore: Keystore) throws(VaultError) {
         try keystore.forgetSent(message: message.id)

@@ -83,10 +83,17 @@ extension Messenger {
                 gone.append(number)
                 continue
             }
+            guard let header = try? outbox.header(of: kept.id) else {
+                gone.append(number)
+                continue
+            }
             let paths = (1...kept.shares).map { outbox.path(of: kept.id, index: $0) }
             let (accepted, refused) = await store(paths, message: kept.id, in: group, identity: identity)
-            if accepted.isEmpty {
-                report.problems.append("could not resend #\(number) to \(member.label): " + refused.map(\.description).joined(separator: "; "))
+            // Resent only if the member can rebuild it: fewer than k shares on the relays
+            // would leave the gap open while the member is told it was filled.
+            if accepted.count < header.threshold {
+                report.problems.append("could not resend #\(number) to \(member.label): only \(accepted.count) of the \(header.threshold) relays needed stored it: "
+                                       + refused.map(\.description).joined(separator: "; "))
             } else {
                 resent.append(number)
             }
@@ -98,22 +105,24 @@ extension Messenger {
         }
     }
 
-    /// Drops from the outbox what expired, and what every recipient confirmed on any of
-    /// the group's relays.
+    /// Drops from the outbox what expired, and what k of the group's relays say every
+    /// recipient confirmed: a recipient confirms to each relay it read from, at least k,
+    /// so one relay that lies cannot make the sender forget what it may be asked for.
     static func pruneOutbox(keystore: Keystore, identity: Identity, report: inout ReceiveReport) async {
         do {
             let outbox = try RelayOutbox(home: keystore.home)
             let kept = try outbox.prune(keystore: keystore, now: UInt64(Date().timeIntervalSince1970))
             // Bounded: the oldest few each run, so a long outbox costs a receive little.
             for message in kept.prefix(32) {
-                guard let group = try keystore.group(id: message.group) else { continue }
-                for relay in group.relays {
+                guard let group = try keystore.group(id: message.group), let header = try? outbox.header(of: message.id) else { continue }
+                var agreeing = 0
+                for relay in group.relays where agreeing < header.threshold {
                     let connection = RelayConnection(relay, identity: identity)
                     guard let (status, body) = try? await connection.send(.GET, "/v1/groups/\(group.idHex)/messages/\(message.id.hex)/receipts"),
                           status == 200, let receipts = try? JSONDecoder().decode(RelayAPI.Receipts.self, from: Data(body)) else { continue }
-                    if receipts.confirmed >= receipts.recipients { try outbox.drop(message, keystore: keystore) }
-                    break
+                    if receipts.confirmed >= receipts.recipients { agreeing += 1 }
                 }
+                if agreeing >= header.threshold { try outbox.drop(message, keystore: keystore) }
             }
         } catch {
             report.problems.append("the relay outbox: \(VaultError.words(for: error))")

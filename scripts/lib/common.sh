@@ -9,11 +9,12 @@ BUILD_PACKAGES=(pkg-config libsodium-dev libssl-dev libqrencode-dev libzbar-dev 
 # avahi (with a private D-Bus) as a second independent mDNS stack, run only inside the
 # tests' own network namespaces; xdg-utils to check the vault:// desktop handler; and to check
 # what scripts/install installs: man-db (man -l), zsh and fish (their -n), systemd
-# (systemd-analyze verify) and desktop-file-utils (desktop-file-validate); and postgresql, for
-# the relay tests' throwaway clusters (PostgresCluster; Debian's own cluster is not used).
+# (systemd-analyze verify) and desktop-file-utils (desktop-file-validate); postgresql, for
+# the relay tests' throwaway clusters (PostgresCluster; Debian's own cluster is not used);
+# and openssl, for the relay TLS test's own certificate authority.
 TEST_PACKAGES=(zbar-tools libjpeg-turbo-progs python3 python3-nacl python3-cryptography python3-venv iproute2
                avahi-daemon avahi-utils dbus-daemon util-linux xdg-utils
-               man-db zsh fish systemd desktop-file-utils postgresql)
+               man-db zsh fish systemd desktop-file-utils postgresql openssl)
 # Independent peers from PyPI, in a virtualenv (Debian's Python refuses system-wide pip).
 TEST_PYPI=(noiseprotocol==0.3.1 zeroconf==0.154.0)
 

@@ -15,8 +15,9 @@ final class RelayWorld {
     var relays: [BackgroundProcess] = []
     var urls: [String] = []
     let alice = User("alice"), bob = User("bob")
-    /// More `vault relay serve` options for relay i (1-based), e.g. a small --max-message.
-    let relayOptions: [Int: [String]]
+    /// More `vault relay serve` options for relay i (1-based), e.g. a small --max-message;
+    /// a restart takes them as they are then.
+    var relayOptions: [Int: [String]]
 
     init(relayOptions: [Int: [String]] = [:]) throws {
         self.relayOptions = relayOptions
@@ -91,6 +92,25 @@ final class RelayWorld {
         #expect(received.stderr.contains("received #1 from alice in team"))
         // Received and confirmed: nothing new the second time.
         #expect(try world.bob.vault.run(["receive"]).stderr.contains("no new messages"))
+    }
+
+    /// `receive` shows each type as `recover` does: a password ends its line and its fields
+    /// go to stderr, a contact's fields come as lines, a key as hex.
+    @Test func eachTypeIsShownAsRecoverShowsIt() throws {
+        let world = try RelayWorld()
+        func roundTrip(_ arguments: [String], stdin: String = "") throws -> ProcessResult {
+            try world.alice.ok(["send", "--group", "team"] + arguments, stdin: stdin)
+            let received = try world.bob.vault.run(["receive"])
+            #expect(received.status == 0, "\(received.stderr)")
+            return received
+        }
+        let password = try roundTrip(["--type", "password", "-", "--username", "ana", "--url", "https://example.org"], stdin: "hunter2\n")
+        #expect(password.stdout == "hunter2\n")
+        #expect(password.stderr.contains("username: ana\n") && password.stderr.contains("url: https://example.org\n"), "\(password.stderr)")
+        let contact = try roundTrip(["--type", "contact", "--contact-name", "Ana Lima", "--phone", "+351 1", "--email", "ana@example.org"])
+        #expect(contact.stdout == "name: Ana Lima\nphone: +351 1\nemail: ana@example.org\n")
+        let key = try roundTrip(["--type", "key"])
+        #expect(key.stdout.count == 65 && key.stdout.dropLast().allSatisfy(\.isHexDigit) && key.stdout.last == "\n", "\(key.stdout)")
     }
 
     @Test func aRelayThatAltersAShareIsNamedAndTheOthersSuffice() throws {
@@ -187,6 +207,28 @@ final class RelayWorld {
         #expect(bob.stdout == "kept" && bob.stderr.contains("asked alice in team to resend #1"), "\(bob.stderr)")
         let alice = try world.alice.vault.run(["receive"])
         #expect(alice.stderr.contains("bob asked in team for #1, no longer kept here"), "\(alice.stderr)")
+    }
+
+    /// A resend that fewer than k relays stored is not a resend: the member could not
+    /// rebuild it, so alice says so instead of "resent".
+    @Test func aResendFewerThanKRelaysStoredIsNotCalledDone() throws {
+        let world = try RelayWorld()
+        let file = world.alice.directory.file("big.bin")
+        try Data(SecureRandom().bytes(20_000)).write(to: URL(fileURLWithPath: file))
+        try world.alice.ok("send", file, "--group", "team")
+        for i in 1...3 { try world.database(i).write { db in try db.execute(sql: "DELETE FROM messages") } }
+        try world.alice.ok("send", "--group", "team", "-", stdin: "second")
+        let bob = try world.bob.vault.run(["receive"])
+        #expect(bob.stderr.contains("asked alice in team to resend #1"), "\(bob.stderr)")
+        // Relays 2 and 3 now take only small messages: the request, not #1's shares.
+        for i in [2, 3] {
+            world.relayOptions[i] = ["--max-message", "4096"]
+            try world.restart(i)
+        }
+        let alice = try world.alice.vault.run(["receive"])
+        #expect(alice.status == 0, "\(alice.stderr)")
+        #expect(alice.stderr.contains("could not resend #1 to bob: only 1 of the 2 relays needed stored it"), "\(alice.stderr)")
+        #expect(!alice.stderr.contains("resent #1"), "\(alice.stderr)")
     }
 
     /// A message past its time to live: never listed nor served, before the sweep (the

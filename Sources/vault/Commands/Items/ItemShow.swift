@@ -48,14 +48,12 @@ struct ItemShow: AsyncParsableCommand {
         ProgressLine.show("decrypting", [meter])
         let password = layerPassword(file: passwordFile, prompt: "Password for the item: ")
         let metadata = try keystore.openItem(item, itemKey: itemKey, password: password, metadataReady: { metadata in
-            if type == .contact { try Array(contactText(metadata).utf8).withUnsafeBytes(sink) }
+            if type == .contact { try Array(PlaintextPresenter.contactText(metadata).utf8).withUnsafeBytes(sink) }
         }, content: sink)
         if type == .password && file == nil { try Array("\n".utf8).withUnsafeBytes(sink) }
         try file?.commit()
         ProgressLine.end()
-        if let name = metadata.fileName { Terminal.standardError("file name: \(TerminalText.escaped(name))") }
-        if let username = metadata.username { Terminal.standardError("username: \(TerminalText.escaped(username))") }
-        if let url = metadata.url { Terminal.standardError("url: \(TerminalText.escaped(url))") }
+        for line in PlaintextPresenter.fieldLines(metadata) { Terminal.standardError(line) }
     }
 }
 

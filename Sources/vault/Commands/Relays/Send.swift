@@ -147,36 +147,41 @@ struct Receive: AsyncParsableCommand {
 final class ReceiveSink: MessageSink {
     private let outDir: String?
     private var file: OutputFile?
-    private var toStandardOutput = false
+    private var presenter: PlaintextPresenter?
+    private var fields: [String] = []
 
     init(outDir: String?) { self.outDir = outDir }
 
     func begin(_ header: MessageHeader, sender: GroupRecord.Member, metadata: SecretMetadata) throws {
-        if outDir == nil, header.type != .file {
-            toStandardOutput = true
-            return
+        let toStandardOutput = outDir == nil && header.type != .file
+        if !toStandardOutput {
+            let directory = outDir ?? "."
+            let base = metadata.fileName.map(safeFileName) ?? "\(sender.label)-\(header.messageIDHex.prefix(8)).txt"
+            var path = directory + "/" + base
+            var n = 2
+            while FileManager.default.fileExists(atPath: path), n < 1000 {
+                path = directory + "/" + "\(n)-" + base
+                n += 1
+            }
+            file = try OutputFile(path: path, hiddenUntilCommit: true)
         }
-        let directory = outDir ?? "."
-        let base = metadata.fileName.map(safeFileName) ?? "\(sender.label)-\(header.messageIDHex.prefix(8)).txt"
-        var path = directory + "/" + base
-        var n = 2
-        while FileManager.default.fileExists(atPath: path), n < 1000 {
-            path = directory + "/" + "\(n)-" + base
-            n += 1
+        // Plaintext goes straight from vault's buffers to the descriptor, as in `recover`.
+        let file = self.file
+        presenter = PlaintextPresenter(type: header.type, toStandardOutput: toStandardOutput) { bytes in
+            if let file { try file.write(bytes) } else { try writeStandardOutput(bytes) }
         }
-        file = try OutputFile(path: path, hiddenUntilCommit: true)
+        fields = PlaintextPresenter.fieldLines(metadata)
+        try presenter?.begin(metadata)
     }
 
     func write(_ bytes: UnsafeRawBufferPointer) throws {
-        if toStandardOutput {
-            FileHandle.standardOutput.write(Data(bytes))
-        } else {
-            try file?.write(bytes)
-        }
+        try presenter?.write(bytes)
     }
 
     func commit() throws -> String {
-        defer { file = nil; toStandardOutput = false }
+        defer { discard() }
+        try presenter?.finish()
+        for line in fields where !line.hasPrefix("file name: ") { Terminal.standardError(line) }
         guard let file else { return "printed" }
         try file.commit()
         return file.path
@@ -184,7 +189,8 @@ final class ReceiveSink: MessageSink {
 
     func discard() {
         file = nil
-        toStandardOutput = false
+        presenter = nil
+        fields = []
     }
 
     /// A received name's last component, without control characters or a leading dot.

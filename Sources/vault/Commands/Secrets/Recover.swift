@@ -63,16 +63,13 @@ struct Recover: AsyncParsableCommand {
             let label = peers.first { $0.card == sender }?.label.value ?? "unknown holder \(sender.fingerprint)"
             return gathered.contains { $0.path == piece.source } ? "'\(label)'" : "'\(label)' (\(piece.source))"
         }
-        let key = SecureBytes(count: 32)
-        var keyLength = 0
+        let presenter = PlaintextPresenter(type: type, toStandardOutput: file == nil, sink: sink)
         let meter = ProgressMeter("recovering")
         ProgressLine.show("recovering", [meter])
         // Gathered pieces are files deleted when released: keep them until recovery is done.
         let result = try withExtendedLifetime(gathered) { try SecretRecovery.recover(
             secret, keystore: keystore, identity: identity, pieceFiles: pieces, password: password,
-            metadataReady: { metadata in
-                if type == .contact { try Array(contactText(metadata).utf8).withUnsafeBytes(sink) }
-            },
+            metadataReady: presenter.begin,
             verified: { piece in
                 if let problem = piece.problem {
                     Terminal.standardError("vault: warning: piece \(piece.index ?? 0) from \(holder(piece)) set aside, \(problem)")
@@ -81,34 +78,11 @@ struct Recover: AsyncParsableCommand {
                 }
             },
             progress: meter,
-            output: { bytes in
-                // A key is shown as hex, once whole; until then it sits in locked memory.
-                guard type == .key else { return try sink(bytes) }
-                guard keyLength + bytes.count <= key.count else { throw VaultError.corruptSecret("a key longer than 32 bytes") }
-                key.withUnsafeMutableBytes { ($0.baseAddress! + keyLength).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count) }
-                keyLength += bytes.count
-            }) }
-        if type == .key {
-            let hex = SecureBytes(count: 2 * keyLength + 1)
-            let digits = Array("0123456789abcdef".utf8)
-            key.withUnsafeBytes { k in
-                hex.withUnsafeMutableBytes { out in
-                    for i in 0..<keyLength {
-                        out[2 * i] = digits[Int(k[i] >> 4)]
-                        out[2 * i + 1] = digits[Int(k[i] & 15)]
-                    }
-                    out[2 * keyLength] = 0x0A
-                }
-            }
-            try hex.withUnsafeBytes(sink)
-        }
-        // A password ends its line on standard output, as `pass show` does; a file gets it exact.
-        if type == .password && file == nil { try Array("\n".utf8).withUnsafeBytes(sink) }
+            output: presenter.write) }
+        try presenter.finish()
         try file?.commit()
         ProgressLine.end()
-        if let name = result.metadata.fileName { Terminal.standardError("file name: \(TerminalText.escaped(name))") }
-        if let username = result.metadata.username { Terminal.standardError("username: \(TerminalText.escaped(username))") }
-        if let url = result.metadata.url { Terminal.standardError("url: \(TerminalText.escaped(url))") }
+        for line in PlaintextPresenter.fieldLines(result.metadata) { Terminal.standardError(line) }
         let used = result.pieces.filter { $0.problem == nil }.compactMap(\.index).prefix(secret.header.threshold)
         Terminal.standardError("recovered \(type) \(secret.header.secretIDHex.prefix(16)) from pieces \(used.map(String.init).joined(separator: ", "))"
             + (output.map { " into \($0)" } ?? ""))
@@ -129,14 +103,4 @@ func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, name: String = "pipe
         guard count > 0 else { throw VaultError.fileSystem(path: name, reason: String(cString: strerror(errno))) }
         offset += count
     }
-}
-
-/// A contact's fields as text lines, before its note.
-func contactText(_ metadata: SecretMetadata) -> String {
-    var lines: [String] = []
-    if let name = metadata.contactName { lines.append("name: \(name)") }
-    lines += metadata.phones.map { "phone: \($0)" }
-    lines += metadata.emails.map { "email: \($0)" }
-    if let address = metadata.address { lines.append("address: \(address)") }
-    return lines.map { $0 + "\n" }.joined()
 }
