@@ -81,6 +81,12 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
+            // The share-link page, built into the binary (LinkPage).
+            resources: [
+                .embedInCode("Links/Assets/link.html"),
+                .embedInCode("Links/Assets/link.js"),
+                .embedInCode("Links/Assets/link.css"),
+            ],
             swiftSettings: strict
         ),
         .target(

@@ -11,10 +11,11 @@ BUILD_PACKAGES=(pkg-config libsodium-dev libssl-dev libqrencode-dev libzbar-dev 
 # what scripts/install installs: man-db (man -l), zsh and fish (their -n), systemd
 # (systemd-analyze verify) and desktop-file-utils (desktop-file-validate); postgresql, for
 # the relay tests' throwaway clusters (PostgresCluster; Debian's own cluster is not used);
-# and openssl, for the relay TLS test's own certificate authority.
+# openssl, for the relay TLS test's own certificate authority; and chromium, the real
+# browser that opens share links in the link page tests (Tests/Interop/browser.py).
 TEST_PACKAGES=(zbar-tools libjpeg-turbo-progs python3 python3-nacl python3-cryptography python3-venv iproute2
                avahi-daemon avahi-utils dbus-daemon util-linux xdg-utils
-               man-db zsh fish systemd desktop-file-utils postgresql openssl)
+               man-db zsh fish systemd desktop-file-utils postgresql openssl chromium)
 # Independent peers from PyPI, in a virtualenv (Debian's Python refuses system-wide pip).
 TEST_PYPI=(noiseprotocol==0.3.1 zeroconf==0.154.0)
 

@@ -28,13 +28,15 @@ final class AESGCMChunkCipher: @unchecked Sendable {
 
     deinit { EVP_CIPHER_CTX_free(context) }
 
-    /// Seals `plaintext` into `output` (plaintext length + 16: ciphertext ‖ tag), with no
-    /// additional data.
-    func seal(_ plaintext: UnsafeRawBufferPointer, nonce: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) {
+    /// Seals `plaintext` into `output` (plaintext length + 16: ciphertext ‖ tag), with
+    /// `additionalData` authenticated (none by default).
+    func seal(_ plaintext: UnsafeRawBufferPointer, nonce: UnsafeRawBufferPointer, additionalData: [UInt8] = [],
+              into output: UnsafeMutableRawBufferPointer) {
         precondition(sealing && nonce.count == Self.nonceLength && output.count == plaintext.count + Self.tagLength)
         let out = output.bindMemory(to: UInt8.self).baseAddress!
-        var length: Int32 = 0, final: Int32 = 0
+        var length: Int32 = 0, final: Int32 = 0, ignored: Int32 = 0
         guard EVP_EncryptInit_ex(context, nil, nil, nil, nonce.bindMemory(to: UInt8.self).baseAddress) == 1,
+              additionalData.isEmpty || EVP_EncryptUpdate(context, nil, &ignored, additionalData, Int32(additionalData.count)) == 1,
               plaintext.count == 0 || EVP_EncryptUpdate(context, out, &length, plaintext.bindMemory(to: UInt8.self).baseAddress,
                                                         Int32(plaintext.count)) == 1,
               EVP_EncryptFinal_ex(context, out + Int(length), &final) == 1,
@@ -43,16 +45,19 @@ final class AESGCMChunkCipher: @unchecked Sendable {
         else { fatalError("OpenSSL failed to seal a chunk") }
     }
 
-    /// Opens `sealed` (ciphertext ‖ tag) into `output` (sealed length − 16); false if it does
-    /// not authenticate, in which case `output` is erased.
-    func open(_ sealed: UnsafeRawBufferPointer, nonce: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) -> Bool {
+    /// Opens `sealed` (ciphertext ‖ tag) into `output` (sealed length − 16), with
+    /// `additionalData` as it was sealed; false if it does not authenticate, in which case
+    /// `output` is erased.
+    func open(_ sealed: UnsafeRawBufferPointer, nonce: UnsafeRawBufferPointer, additionalData: [UInt8] = [],
+              into output: UnsafeMutableRawBufferPointer) -> Bool {
         precondition(!sealing && nonce.count == Self.nonceLength && sealed.count >= Self.tagLength
                      && output.count == sealed.count - Self.tagLength)
         let count = output.count
         let input = sealed.bindMemory(to: UInt8.self).baseAddress!
         let out = output.bindMemory(to: UInt8.self).baseAddress
-        var length: Int32 = 0, final: Int32 = 0
+        var length: Int32 = 0, final: Int32 = 0, ignored: Int32 = 0
         guard EVP_DecryptInit_ex(context, nil, nil, nil, nonce.bindMemory(to: UInt8.self).baseAddress) == 1,
+              additionalData.isEmpty || EVP_DecryptUpdate(context, nil, &ignored, additionalData, Int32(additionalData.count)) == 1,
               count == 0 || EVP_DecryptUpdate(context, out, &length, input, Int32(count)) == 1,
               EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, Int32(Self.tagLength), UnsafeMutableRawPointer(mutating: input + count)) == 1
         else { fatalError("OpenSSL failed to open a chunk") }

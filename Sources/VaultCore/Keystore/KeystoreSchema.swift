@@ -192,6 +192,23 @@ enum KeystoreSchema {
                 ) WITHOUT ROWID;
                 """)
         }
+        // The share links this identity created (Docs/LINKS.md): where, and the token that
+        // deletes each. Never the link itself: its fragment is shown once and not kept.
+        migrator.registerMigration("v10-links") { db in
+            try db.execute(sql: """
+                CREATE TABLE link_created (
+                    link_id BLOB PRIMARY KEY CHECK (length(link_id) = 16),
+                    relay_url TEXT NOT NULL,
+                    relay_label TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    size INTEGER NOT NULL,
+                    views INTEGER NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    expires_at INTEGER NOT NULL,
+                    delete_token BLOB NOT NULL CHECK (length(delete_token) = 32)
+                ) WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 

@@ -42,6 +42,14 @@ public final class RateLimiter: @unchecked Sendable {
         }
     }
 
+    /// Whether `key` has an event to spend now, without spending it.
+    public func hasRoom(_ key: [UInt8], now: TimeInterval = ProcessInfo.processInfo.systemUptime) -> Bool {
+        lock.withLock {
+            guard let bucket = buckets[key] else { return true }
+            return min(burst, bucket.tokens + max(0, now - bucket.seen) * perSecond) >= 1
+        }
+    }
+
     /// How many keys the table holds.
     public var count: Int { lock.withLock { buckets.count } }
 

@@ -51,7 +51,48 @@ enum RelayRoutes {
                 try await relay.receipts(group: try id(context, "group"), id: try id(context, "message"), caller: caller)
             }
         }
+        links(router, relay)
         return router
+    }
+
+    /// Share links (Docs/LINKS.md, "API") and the page that opens them.
+    private static func links(_ router: Router<RelayContext>, _ relay: Relay) {
+        router.post("links") { request, context in
+            await relay.unsigned(request, context) { try await relay.createLink(request, context) }
+        }
+        router.get("links/:link/status") { request, context in
+            await relay.unsigned(request, context) { try await relay.linkStatus(id: try linkID(context), nonce: nonce(request)) }
+        }
+        router.post("links/:link/claim") { request, context in
+            await relay.unsigned(request, context) { try await relay.claimLink(request, id: try linkID(context), nonce: nonce(request)) }
+        }
+        router.get("links/:link") { request, context in
+            await relay.unsigned(request, context) { try await relay.linkInfo(request, id: try linkID(context), nonce: nonce(request)) }
+        }
+        router.delete("links/:link") { request, context in
+            await relay.unsigned(request, context) { try await relay.deleteLink(request, id: try linkID(context), nonce: nonce(request)) }
+        }
+        router.get("s/:link") { request, context in
+            await relay.unsigned(request, context) { LinkPage.page }
+        }
+        router.get("assets/link.js") { request, context in
+            await relay.unsigned(request, context) { LinkPage.script }
+        }
+        router.get("assets/link.css") { request, context in
+            await relay.unsigned(request, context) { LinkPage.style }
+        }
+    }
+
+    private static func nonce(_ request: Request) -> [UInt8]? {
+        request.headers[Relay.field(RelayHeader.nonce)].flatMap { Base64URL.decode($0, length: RequestSignature.nonceLength) }
+    }
+
+    /// A path's link id: 16 bytes of base64url.
+    private static func linkID(_ context: RelayContext) throws(RelayFailure) -> [UInt8] {
+        guard let text = context.parameters.get("link"), let bytes = Base64URL.decode(text, length: LinkAPI.idLength) else {
+            throw .gone()
+        }
+        return bytes
     }
 
     /// A path's id: 32 lowercase hex digits.

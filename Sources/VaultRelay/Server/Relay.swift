@@ -27,6 +27,13 @@ final class Relay: Sendable {
     let configuration: RelayConfiguration
     private let byAddress: RateLimiter
     private let byKey: RateLimiter
+    private let linkCreations: RateLimiter
+    /// Wrong claims and delete tokens per link id: 10 at once, then one every 6 s.
+    let wrongClaims = RateLimiter(burst: 10, perSecond: 1.0 / 6)
+    /// The key of client addresses in the rate limiters' tables, made at each start and
+    /// never stored: the tables hold HMACs of addresses, not the addresses. Only read after
+    /// it is made, so threads may share it.
+    nonisolated(unsafe) private let addressSecret = SecureBytes.random(count: 32)
 
     init(identity: Identity, store: any RelayStore, configuration: RelayConfiguration) {
         self.identity = identity
@@ -35,6 +42,17 @@ final class Relay: Sendable {
         let burst = Int(configuration.requestsPerSecond * 10)
         byAddress = RateLimiter(burst: burst, perSecond: configuration.requestsPerSecond)
         byKey = RateLimiter(burst: burst, perSecond: configuration.requestsPerSecond)
+        linkCreations = RateLimiter(burst: max(1, Int(configuration.linksPerMinute)), perSecond: configuration.linksPerMinute / 60)
+    }
+
+    /// Spends one request of the client address's allowance.
+    func allowAddress(_ context: RelayContext) -> Bool { byAddress.allow(addressKey(context)) }
+
+    /// Spends one link creation of the client address's allowance.
+    func allowLinkCreation(_ context: RelayContext) -> Bool { linkCreations.allow(addressKey(context)) }
+
+    private func addressKey(_ context: RelayContext) -> [UInt8] {
+        Array(KeyDerivation.hmacSHA256(key: addressSecret, context.addressKey).prefix(16))
     }
 
     static func now() -> UInt64 { UInt64(Date().timeIntervalSince1970) }
@@ -83,7 +101,7 @@ final class Relay: Sendable {
     /// refusal is answered in JSON; nothing is logged.
     func signed(_ request: Request, _ context: RelayContext, _ body: (Caller) async throws -> Response) async -> Response {
         let unsignedNonce = request.headers[Self.field(RelayHeader.nonce)].flatMap { Base64URL.decode($0, length: RequestSignature.nonceLength) }
-        guard byAddress.allow(context.addressKey) else { return answer(.rateLimited(), nonce: unsignedNonce) }
+        guard allowAddress(context) else { return answer(.rateLimited(), nonce: unsignedNonce) }
         let caller: Caller
         do {
             caller = try await authenticate(request)

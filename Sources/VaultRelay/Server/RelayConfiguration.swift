@@ -37,6 +37,12 @@ public struct RelayConfiguration: Sendable {
     public var maximumMessage: UInt64 = 64 << 20
     /// The most bytes of unexpired messages one group may keep.
     public var groupQuota: UInt64 = 1 << 30
+    /// The largest share link's blob, bytes.
+    public var maximumLink: UInt64 = 32 << 20
+    /// The most bytes of unexpired share links, all together.
+    public var linkQuota: UInt64 = 1 << 30
+    /// Links a client address may create, a minute, in bursts of as many.
+    public var linksPerMinute: Double = 60
     /// Seconds between sweeps of expired messages.
     public var sweepInterval: UInt64 = 60
     /// Requests a second, per caller identity and per client address, with bursts of ten

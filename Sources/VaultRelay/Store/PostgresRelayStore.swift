@@ -12,8 +12,8 @@ import PostgresNIO
 /// identity and its groups are ordinary tables: losing them would change the relay's card
 /// under every client that pinned it.
 final class PostgresRelayStore: RelayStore {
-    private let client: PostgresClient
-    private let logger: Logger
+    let client: PostgresClient
+    let logger: Logger
 
     /// Where to connect: `postgres://USER@HOST[:PORT]/DATABASE[?sslmode=disable|require]`.
     /// The password comes from `PGPASSWORD`, never from the command line (which any local
@@ -69,7 +69,7 @@ final class PostgresRelayStore: RelayStore {
     func prepare() async throws {
         try await client.withTransaction(logger: logger) { db in
             try await db.query("SELECT pg_advisory_xact_lock(7780)", logger: logger)
-            for statement in Self.schema { try await db.query(PostgresQuery(unsafeSQL: statement), logger: logger) }
+            for statement in Self.schema + Self.linkSchema { try await db.query(PostgresQuery(unsafeSQL: statement), logger: logger) }
         }
     }
 
@@ -274,12 +274,15 @@ final class PostgresRelayStore: RelayStore {
         for try await _ in try await client.query("""
             DELETE FROM relay_messages WHERE expires <= \(Int64(now)) OR (ready = 0 AND created < \(Int64(staleBefore))) RETURNING 1
             """, logger: logger) { deleted += 1 }
+        for try await _ in try await client.query("""
+            DELETE FROM relay_links WHERE expires <= \(Int64(now)) OR (ready = 0 AND created < \(Int64(staleBefore))) RETURNING 1
+            """, logger: logger) { deleted += 1 }
         try await client.query("DELETE FROM relay_nonces WHERE expires <= \(Int64(now))", logger: logger)
         return deleted
     }
 
     /// Whether the query returns a row.
-    private func exists(_ query: PostgresQuery) async throws -> Bool {
+    func exists(_ query: PostgresQuery) async throws -> Bool {
         for try await _ in try await client.query(query, logger: logger) { return true }
         return false
     }

@@ -5,7 +5,7 @@ import Foundation
 ///
 /// Every read that serves a message checks its expiry itself, so nothing past its time
 /// to live is served between sweeps; every change is one transaction.
-protocol RelayStore: Sendable {
+protocol RelayStore: LinkStore {
     /// Runs what the store needs in the background (a connection pool); returns only when
     /// cancelled or failed. The other methods are called while it runs.
     func run() async throws

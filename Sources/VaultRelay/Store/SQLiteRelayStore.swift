@@ -10,7 +10,7 @@ import VaultCore
 /// so they are gone from the log by the next sweep too (Docs/RELAY.md, "What a TTL
 /// promises").
 final class SQLiteRelayStore: RelayStore {
-    private let pool: DatabasePool
+    let pool: DatabasePool
 
     init(path: String) throws {
         if !FileManager.default.fileExists(atPath: path) {
@@ -48,6 +48,7 @@ final class SQLiteRelayStore: RelayStore {
                                      bytes BLOB NOT NULL, PRIMARY KEY (message, n));
                 """)
         }
+        migrator.registerMigration("v2-links", migrate: Self.createLinkTables)
         try migrator.migrate(pool)
     }
 
@@ -212,7 +213,10 @@ final class SQLiteRelayStore: RelayStore {
         let deleted = try await pool.write { db in
             try db.execute(sql: "DELETE FROM messages WHERE expires <= ? OR (ready = 0 AND created < ?)",
                            arguments: [Int64(now), Int64(staleBefore)])
-            let deleted = db.changesCount
+            var deleted = db.changesCount
+            try db.execute(sql: "DELETE FROM links WHERE expires <= ? OR (ready = 0 AND created < ?)",
+                           arguments: [Int64(now), Int64(staleBefore)])
+            deleted += db.changesCount
             try db.execute(sql: "DELETE FROM nonces WHERE expires <= ?", arguments: [Int64(now)])
             return deleted
         }

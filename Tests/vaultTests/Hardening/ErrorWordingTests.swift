@@ -83,7 +83,7 @@ import VaultTestSupport
             command.subcommands?.forEach { walk($0, path + [$0.commandName]) }
         }
         walk(try JSONDecoder().decode(Dump.self, from: Data(dump.stdoutBytes)).command, [])
-        #expect(Set(asking.keys) == ["peer add", "peer remove", "scan", "secrets import", "secrets rm", "item rm", "item import", "relay add"])
+        #expect(Set(asking.keys) == ["peer add", "peer remove", "scan", "secrets import", "secrets rm", "item rm", "item import", "relay add", "link rm"])
         for (command, discussion) in asking {
             #expect(discussion.lowercased().contains("asks") && discussion.contains("--yes"), "\(command): \(discussion)")
         }

@@ -48,7 +48,16 @@ struct RelayServe: AsyncParsableCommand {
     @Option(help: ArgumentHelp("The most bytes of unexpired messages one group may keep.", valueName: "bytes"))
     var groupQuota: UInt64 = 1 << 30
 
-    @Option(help: ArgumentHelp("Seconds between sweeps of expired messages.", valueName: "seconds"))
+    @Option(help: ArgumentHelp("The largest share link, in bytes (at most 1 GiB).", valueName: "bytes"))
+    var maxLink: UInt64 = 32 << 20
+
+    @Option(help: ArgumentHelp("The most bytes of unexpired share links, all together.", valueName: "bytes"))
+    var linkQuota: UInt64 = 1 << 30
+
+    @Option(help: ArgumentHelp("Share links one client address may create a minute.", valueName: "n"))
+    var linksPerMinute: UInt64 = 60
+
+    @Option(help: ArgumentHelp("Seconds between sweeps of expired messages and links.", valueName: "seconds"))
     var sweepInterval: UInt64 = 60
 
     func run() async throws {
@@ -81,6 +90,11 @@ struct RelayServe: AsyncParsableCommand {
         }
         configuration.maximumMessage = maxMessage
         configuration.groupQuota = groupQuota
+        guard maxLink >= 1024, maxLink <= LinkClient.largestBlob else { throw ValidationError("--max-link is 1024 to \(LinkClient.largestBlob) bytes") }
+        guard linksPerMinute >= 1, linksPerMinute <= 100_000 else { throw ValidationError("--links-per-minute is 1 to 100000") }
+        configuration.maximumLink = maxLink
+        configuration.linkQuota = linkQuota
+        configuration.linksPerMinute = Double(linksPerMinute)
         guard sweepInterval >= 1 else { throw ValidationError("--sweep-interval is at least 1") }
         configuration.sweepInterval = sweepInterval
         try await RelayServer.run(configuration) { listening in

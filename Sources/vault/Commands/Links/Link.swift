@@ -1,0 +1,256 @@
+import ArgumentParser
+import Foundation
+import VaultCore
+import VaultRelayClient
+import VaultRelayProtocol
+
+struct LinkCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "link",
+        abstract: "Share links: a secret any browser opens, a set number of times, with its key never on the relay.",
+        subcommands: [LinkCreate.self, LinkOpen.self, LinkList.self, LinkRemove.self])
+}
+
+struct LinkCreate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "create",
+        abstract: "Encrypt a note or file here, store it on a relay, and print its link.",
+        discussion: """
+            The link is URL/s/ID#KEY: the key is in the fragment, which browsers never send, \
+            so the relay holds only ciphertext. Anyone with the link opens it, in a browser or \
+            with `vault link open`, until its views are used up or it expires. The link is \
+            printed once and not kept; the token that deletes it is kept here.
+            """)
+
+    @OptionGroup var home: HomeOption
+
+    @Argument(help: ArgumentHelp("The file to share, or - for standard input (default).", valueName: "file"))
+    var file: String?
+
+    @Option(help: ArgumentHelp("The pinned relay (default: the only one).", valueName: "name"))
+    var relay: String?
+
+    @Option(help: ArgumentHelp("How long the relay keeps it (e.g. 1h, 1d, 7d).", valueName: "duration"))
+    var expires = "1d"
+
+    @Option(help: ArgumentHelp("How many times it may be opened, 1 to \(LinkAPI.maximumViews).", valueName: "n"))
+    var views = 1
+
+    @Flag(help: "Also ask for a password, twice on the terminal; the link alone then opens nothing.")
+    var password = false
+
+    @Option(help: ArgumentHelp("The password, from the first line of this file.", valueName: "file"))
+    var passwordFile: String?
+
+    @Option(help: ArgumentHelp("note or file (default: file for a FILE, else note).", valueName: "type"))
+    var type: String?
+
+    @Flag(help: "Also show the link as a QR code.")
+    var qr = false
+
+    func validate() throws {
+        guard (1...LinkAPI.maximumViews).contains(views) else { throw ValidationError("--views is 1 to \(LinkAPI.maximumViews)") }
+        if password && passwordFile != nil { throw ValidationError("--password and --password-file exclude each other") }
+        if let type, LinkMeta.Kind(rawValue: type) == nil { throw ValidationError("--type takes note or file") }
+        if type == "file" && (file == nil || file == "-") { throw ValidationError("--type file needs a FILE") }
+    }
+
+    func run() async throws {
+        let keystore = try home.openKeystore()
+        let pinned: PinnedRelay
+        if let relay {
+            pinned = try keystore.pinnedRelay(named: relay)
+        } else {
+            let all = try keystore.pinnedRelays()
+            guard all.count == 1, let only = all.first else {
+                throw CLIError.unavailable(all.isEmpty ? "no relay is pinned" : "\(all.count) relays are pinned; say which",
+                                            hint: all.isEmpty ? "pin one with: vault relay add NAME URL" : "give --relay NAME")
+            }
+            pinned = only
+        }
+        let lifetime = try Duration.seconds(expires)
+        let fromFile = file != nil && file != "-"
+        let kind = type.flatMap(LinkMeta.Kind.init(rawValue:)) ?? (fromFile ? .file : .note)
+        let name = kind == .file ? file.map { URL(fileURLWithPath: $0).lastPathComponent } : nil
+        let meta = try LinkMeta(kind: kind, name: name)
+        let secret = try passwordFile.map { try PassphraseFile.read($0) }
+            ?? (password ? try Terminal.passphrase(prompt: "Password for the link: ", confirm: true) : nil)
+        var source = fromFile ? try FileSource(path: file!) : FileSource(standardInput: ())
+        let created = try await LinkClient.create(&source, meta: meta, relay: pinned, lifetime: lifetime, views: views, password: secret,
+                                                  home: keystore.home)
+        try keystore.keepLink(KeptLink(id: created.id, relayURL: pinned.url, relayLabel: pinned.label.value, kind: kind.rawValue,
+                                       size: created.size, views: views, createdAt: UInt64(Date().timeIntervalSince1970),
+                                       expiresAt: created.expires, deleteToken: created.deleteToken))
+        print(created.text)
+        if qr { print(try QRCode(text: created.text).terminalText(color: Terminal.stdoutWantsColor), terminator: "") }
+        let id = Base64URL.encode(created.id)
+        Terminal.standardError("link \(id) on \(pinned.label): \(views) view\(views == 1 ? "" : "s"), until \(LinkList.date(created.expires))"
+            + (secret == nil ? "" : "; it also needs the password"))
+        Terminal.standardError("delete it with: vault link rm \(id)")
+    }
+}
+
+struct LinkOpen: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "open",
+        abstract: "Open a share link here, using one of its views.",
+        discussion: """
+            Checks as the page does: nothing is shown or kept unless all of it decrypts. A note \
+            goes to standard output; a file is saved under its own name in the current \
+            directory (never over a file), or to -o FILE. A wrong password uses no view. \
+            Needs no identity: anyone with the link can open it.
+            """)
+
+    @Argument(help: ArgumentHelp("The link, URL/s/ID#KEY.", valueName: "link"))
+    var link: String
+
+    @Option(name: .shortAndLong, help: ArgumentHelp("Write the content here (- for standard output).", valueName: "file"))
+    var output: String?
+
+    @Flag(help: "Replace the -o file if it exists.")
+    var force = false
+
+    @Option(help: ArgumentHelp("The link's password, from the first line of this file.", valueName: "file"))
+    var passwordFile: String?
+
+    func run() async throws {
+        let address = try LinkAddress(parsing: link)
+        let sink = LinkSink(output: output, force: force)
+        let (meta, left) = try await LinkClient.open(address, password: { status in
+            guard status.password else { return nil }
+            return try layerPassword(file: passwordFile, prompt: "Password for the link: ")()
+        }, metaReady: sink.begin, content: sink.write)
+        let destination = try sink.commit()
+        let what = meta.kind == .file ? "file" + (meta.name.map { " \(TerminalText.escaped($0))" } ?? "") : "note"
+        Terminal.standardError("opened \(what)" + (destination.map { " into \($0)" } ?? "")
+            + (left == 0 ? "; that was the last view: the relay has deleted it" : "; \(left) view\(left == 1 ? "" : "s") left"))
+    }
+}
+
+/// Where `vault link open` puts what it opens, shown or kept only once all of it
+/// authenticated: a file has no name until then (O_TMPFILE), and standard output gets a
+/// note from locked memory at the end.
+final class LinkSink {
+    /// The most a note held for standard output may be.
+    static let largestNote = 64 << 20
+    private let output: String?
+    private let force: Bool
+    private var file: OutputFile?
+    private var held: [SecureBytes] = []
+    private var heldBytes = 0
+
+    init(output: String?, force: Bool) {
+        self.output = output
+        self.force = force
+    }
+
+    func begin(_ meta: LinkMeta) throws {
+        if let output, output != "-" {
+            file = try OutputFile(path: output, replace: force, hiddenUntilCommit: true)
+        } else if output == nil, meta.kind == .file {
+            let base = safeName(meta.name ?? "link-file")
+            var path = base, n = 2
+            while FileManager.default.fileExists(atPath: path), n < 1000 {
+                path = "\(n)-\(base)"
+                n += 1
+            }
+            file = try OutputFile(path: path, hiddenUntilCommit: true)
+        }
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        if let file { return try file.write(bytes) }
+        heldBytes += bytes.count
+        guard heldBytes <= Self.largestNote else {
+            throw CLIError.unavailable("the content is over \(Self.largestNote) bytes, too much to hold for the terminal",
+                                        hint: "give -o FILE")
+        }
+        held.append(SecureBytes(copying: bytes.bindMemory(to: UInt8.self)))
+    }
+
+    /// Keeps the file, or prints what was held; returns the file's path.
+    func commit() throws -> String? {
+        if let file {
+            try file.commit()
+            return file.path
+        }
+        for part in held { try part.withUnsafeBytes(writeStandardOutput) }
+        held = []
+        return nil
+    }
+
+    /// The last path component, without control characters or a leading dot.
+    private func safeName(_ name: String) -> String {
+        let last = name.split(separator: "/").last.map(String.init) ?? "link-file"
+        let cleaned = String(last.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7f && !(0x80...0x9f).contains($0.value) })
+        let trimmed = cleaned.drop { $0 == "." }
+        return trimmed.isEmpty ? "link-file" : String(trimmed.prefix(200))
+    }
+}
+
+struct LinkList: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list", abstract: "The links you created that have not expired, with views left (asked of each relay).")
+
+    @OptionGroup var home: HomeOption
+
+    func run() async throws {
+        let keystore = try home.openKeystore()
+        let links = try keystore.keptLinks(now: UInt64(Date().timeIntervalSince1970))
+        if links.isEmpty { Terminal.standardError("no links") }
+        for link in links {
+            let id = Base64URL.encode(link.id)
+            var left: String
+            do {
+                if let info = try await LinkClient.info(base: link.relayURL, id: link.id, token: link.deleteToken) {
+                    left = "\(info.views) of \(link.views) views left"
+                } else {
+                    left = "gone (used up or deleted)"
+                    try keystore.forgetLink(id: link.id)
+                }
+            } catch {
+                left = "unknown: \(Report.words(for: error))"
+            }
+            print("\(id)\t\(link.relayLabel)\t\(link.kind)\t\(link.size) B\t\(left)\tuntil \(Self.date(link.expiresAt))")
+        }
+    }
+
+    static func date(_ seconds: UInt64) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.string(from: Date(timeIntervalSince1970: TimeInterval(seconds)))
+    }
+}
+
+struct LinkRemove: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rm", abstract: "Delete a link you created from its relay, before anyone else opens it.",
+        discussion: "Asks: \"Delete link ID on RELAY?\" (--yes answers yes).")
+
+    @OptionGroup var home: HomeOption
+
+    @Argument(help: ArgumentHelp("The link's id (as `vault link list` shows it), or the link itself.", valueName: "id"))
+    var link: String
+
+    @OptionGroup var confirmation: ConfirmOption
+
+    func run() async throws {
+        let keystore = try home.openKeystore()
+        let id: [UInt8]
+        // The id alone, or a whole link: the part between /s/ and #.
+        let text = link.range(of: "/s/", options: .backwards).map { String(link[$0.upperBound...].prefix { $0 != "#" }) } ?? link
+        if let bytes = Base64URL.decode(text, length: LinkAPI.idLength) {
+            id = bytes
+        } else {
+            throw CLIError.unavailable("'\(TerminalText.escaped(link))' is not a link id", hint: "see: vault link list")
+        }
+        guard let kept = try keystore.keptLinks(now: UInt64(Date().timeIntervalSince1970)).first(where: { $0.id == id }) else {
+            throw CLIError.unavailable("no link of yours has that id, or it expired", hint: "see: vault link list")
+        }
+        let shown = Base64URL.encode(id)
+        try confirmation.confirm("Delete link \(shown) on \(kept.relayLabel)?", what: "deleting a link")
+        let deleted = try await LinkClient.delete(base: kept.relayURL, id: id, token: kept.deleteToken)
+        try keystore.forgetLink(id: id)
+        Terminal.standardError(deleted ? "deleted link \(shown)" : "link \(shown) was already gone (used up or deleted)")
+    }
+}

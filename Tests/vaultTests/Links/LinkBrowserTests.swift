@@ -1,0 +1,64 @@
+import Foundation
+import Testing
+import VaultCore
+import VaultTestSupport
+
+/// The link page in a real browser: Debian's Chromium, headless, driven over the DevTools
+/// protocol by Tests/Interop/browser.py, against a relay on loopback.
+@Suite(.serialized) struct LinkBrowserTests {
+    struct Visit: Decodable {
+        let state: String
+        let message: String
+        let secret: String?
+        let download: String?
+        let requests: [String]
+    }
+
+    private func visit(_ link: String, _ extra: [String] = []) throws -> Visit {
+        let result = try ProcessRunner.run("/usr/bin/python3", [LinkInterop.browser, "--url", link, "--timeout", "60"] + extra)
+        #expect(result.status == 0, "\(result.stderr)")
+        return try JSONDecoder().decode(Visit.self, from: Data(result.stdoutBytes))
+    }
+
+    @Test func aNoteIsRevealedOnceAndOnlyOnClick() throws {
+        let world = try LinkWorld()
+        let note = "the safe's code is 31-41-59 ✓"
+        let link = try world.create([], stdin: note)
+        // Loaded, not clicked: ready, and no claim made.
+        let looked = try visit(link)
+        #expect(looked.state == "ready", "\(looked)")
+        #expect(!looked.requests.contains { $0.contains("/claim") }, "\(looked.requests)")
+        #expect(looked.requests.allSatisfy { $0.hasPrefix(world.url) }, "\(looked.requests)")
+        let revealed = try visit(link, ["--click"])
+        #expect(revealed.state == "revealed", "\(revealed)")
+        #expect(revealed.secret == note)
+        #expect(revealed.message.contains("last view"), "\(revealed.message)")
+        let again = try visit(link)
+        #expect(again.state == "gone", "\(again)")
+        #expect(again.message.contains("expired, was used up, or never existed"), "\(again.message)")
+    }
+
+    @Test func aFileDownloadsWithItsNameAndBytes() throws {
+        let world = try LinkWorld()
+        let file = world.alice.directory.file("report 2026.pdf")
+        let content = SecureRandom().bytes(200_000)
+        try Data(content).write(to: URL(fileURLWithPath: file))
+        let link = try world.create([file])
+        let downloads = world.reader.directory.file("downloads")
+        try FileManager.default.createDirectory(atPath: downloads, withIntermediateDirectories: true)
+        let done = try visit(link, ["--click", "--download-dir", downloads])
+        #expect(done.state == "revealed", "\(done)")
+        #expect(done.download == "report 2026.pdf")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: downloads + "/report 2026.pdf")) == Data(content))
+    }
+
+    @Test func aWrongPasswordIsSaidAndTheRightOneReveals() throws {
+        let world = try LinkWorld()
+        let password = try world.alice.directory.write("pw", Array("correct horse\n".utf8))
+        let link = try world.create(["--password-file", password], stdin: "behind a password")
+        let wrong = try visit(link, ["--click", "--password", "wrong horse"])
+        #expect(wrong.state == "wrong", "\(wrong)")
+        let right = try visit(link, ["--click", "--password", "correct horse"])
+        #expect(right.state == "revealed" && right.secret == "behind a password", "\(right)")
+    }
+}

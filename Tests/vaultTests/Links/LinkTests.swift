@@ -1,0 +1,228 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import GRDB
+import Testing
+import VaultCore
+import VaultRelayProtocol
+import VaultTestSupport
+
+/// Share links (issue 16) against a real relay process on loopback: alice creates, and
+/// someone with no vault identity opens.
+final class LinkWorld {
+    let directory = TemporaryDirectory("vault-links")
+    let relay: BackgroundProcess
+    let url: String
+    let alice = User("alice"), reader = User("reader")
+
+    init(store: String? = nil) throws {
+        relay = try BackgroundProcess(VaultBinary.path, ["relay", "serve", "--listen", "127.0.0.1:0", "--sweep-interval", "1",
+                                                         "--store", store ?? "sqlite:" + directory.file("relay.db")],
+                                      environment: [:], logPath: directory.file("relay.log"))
+        _ = try relay.waitFor("fingerprint ", timeout: 60)
+        let line = relay.log.split(separator: "\n").first { $0.contains("listening on ") } ?? ""
+        url = String(line.split(separator: " ").last ?? "")
+        try alice.initialize("alice")
+        try alice.ok("relay", "add", "r1", url, "--yes")
+    }
+
+    deinit { _ = relay.stop(SIGKILL) }
+
+    /// Creates a link and returns it.
+    func create(_ arguments: [String] = [], stdin: String = "") throws -> String {
+        try alice.ok(["link", "create"] + arguments, stdin: stdin).trimmingCharacters(in: .newlines)
+    }
+
+    /// A plain request to the relay, as a browser or a scanner would make it.
+    func request(_ method: String, _ path: String, body: Data? = nil) async throws -> (Int, Data, HTTPURLResponse) {
+        try await Self.request(url, method, path, body: body)
+    }
+
+    static func request(_ url: String, _ method: String, _ path: String, body: Data? = nil) async throws -> (Int, Data, HTTPURLResponse) {
+        var request = URLRequest(url: URL(string: url + path)!)
+        request.httpMethod = method
+        request.httpBody = body
+        let (data, response) = try await URLSession.shared.data(for: request)
+        let http = response as! HTTPURLResponse
+        return (http.statusCode, data, http)
+    }
+
+    /// The claim secret of `link`, as the page derives it.
+    static func claimBody(_ link: String, password: String? = nil) throws -> Data {
+        let address = try LinkAddress(parsing: link)
+        let keys = try LinkKeys(fragment: address.fragment, password: password.map { SecureBytes(copying: Array($0.utf8)) },
+                                iterations: password == nil ? 0 : LinkKeys.defaultIterations)
+        return try JSONEncoder().encode(LinkAPI.Claim(claim: keys.claim.withUnsafeBytes { Base64URL.encode(Array($0)) }))
+    }
+
+    static func id(_ link: String) throws -> String { Base64URL.encode(try LinkAddress(parsing: link).id) }
+}
+
+@Suite(.serialized) struct LinkTests {
+    @Test func aNoteOpensForEachViewThenIsGone() throws {
+        let world = try LinkWorld()
+        let link = try world.create(["--views", "2"], stdin: "the door code is 4711\n")
+        #expect(link.hasPrefix(world.url + "/s/") && link.contains("#"))
+        let list = try world.alice.ok("link", "list")
+        #expect(list.contains("2 of 2 views left"), "\(list)")
+        for left in ["1 view left", "that was the last view"] {
+            let opened = try world.reader.vault.run(["link", "open", link])
+            #expect(opened.status == 0, "\(opened.stderr)")
+            #expect(opened.stdout == "the door code is 4711\n")
+            #expect(opened.stderr.contains(left), "\(opened.stderr)")
+        }
+        let gone = try world.reader.fails("link", "open", link)
+        #expect(gone.contains("this link has expired, was used up, or never existed"), "\(gone)")
+        #expect(try world.alice.ok("link", "list").contains("gone"))
+    }
+
+    @Test(arguments: [0, 1, 65535, 65536, 65537, 10_000_000])
+    func aFileOfEverySizeEdgeOpensWhole(size: Int) throws {
+        let world = try LinkWorld()
+        let file = world.alice.directory.file("plan.bin")
+        let content = SecureRandom().bytes(size)
+        try Data(content).write(to: URL(fileURLWithPath: file))
+        let link = try world.create([file])
+        let out = world.reader.directory.file("got")
+        let opened = try world.reader.vault.run(["link", "open", link, "-o", out])
+        #expect(opened.status == 0, "\(opened.stderr)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: out)) == Data(content))
+        #expect(opened.stderr.contains("opened file plan.bin"), "\(opened.stderr)")
+    }
+
+    @Test func aWrongPasswordUsesNoViewAndTheRightOneOpens() throws {
+        let world = try LinkWorld()
+        let right = try world.alice.directory.write("pw", Array("correct horse\n".utf8))
+        let wrong = try world.alice.directory.write("bad", Array("wrong horse\n".utf8))
+        let link = try world.create(["--password-file", right], stdin: "behind a password")
+        let refused = try world.reader.fails("link", "open", link, "--password-file", wrong)
+        #expect(refused.contains("the password is wrong (no view was used)"), "\(refused)")
+        // Without a terminal or a file, it says what it needs.
+        #expect(try world.reader.fails("link", "open", link).contains("password"))
+        let opened = try world.reader.vault.run(["link", "open", link, "--password-file", right])
+        #expect(opened.stdout == "behind a password", "\(opened.stderr)")
+        // A link whose fragment lost its salt is refused before any claim.
+        let cut = String(link.dropLast(21))
+        let incomplete = try world.reader.fails("link", "open", cut)
+        #expect(incomplete.contains("incomplete or damaged"), "\(incomplete)")
+    }
+
+    @Test func aWrongKeyAndADamagedLinkShowNothing() async throws {
+        let world = try LinkWorld()
+        let link = try world.create([], stdin: "keep me")
+        var wrongKey = Array(link)
+        let last = wrongKey.count - 5
+        wrongKey[last] = wrongKey[last] == "A" ? "B" : "A"
+        let refused = try world.reader.fails("link", "open", String(wrongKey))
+        #expect(refused.contains("the link's key is wrong (no view was used)"), "\(refused)")
+        // The relay's copy damaged: the reader is told, and sees none of it.
+        try await DatabaseQueue(path: world.directory.file("relay.db")).write { db in
+            try db.execute(sql: "UPDATE link_chunks SET bytes = substr(bytes, 1, 20) || zeroblob(1) || substr(bytes, 22)")
+        }
+        let damaged = try world.reader.fails("link", "open", link)
+        #expect(damaged.contains("the key is wrong or the content was damaged"), "\(damaged)")
+    }
+
+    /// Previewers and scanners GET the page and the status, and never consume a view; the
+    /// page comes with its locks on.
+    @Test func fetchesWithoutTheKeyConsumeNothing() async throws {
+        let world = try LinkWorld()
+        let link = try world.create([], stdin: "for your eyes")
+        let id = try LinkWorld.id(link)
+        for _ in 0..<20 {
+            let (status, page, response) = try await world.request("GET", "/s/" + id)
+            #expect(status == 200)
+            #expect(String(decoding: page, as: UTF8.self).contains("/assets/link.js"))
+            #expect(response.value(forHTTPHeaderField: "Content-Security-Policy")?.contains("default-src 'none'") == true)
+            #expect(response.value(forHTTPHeaderField: "Referrer-Policy") == "no-referrer")
+            #expect(response.value(forHTTPHeaderField: "Cache-Control") == "no-store")
+            let (state, body, _) = try await world.request("GET", "/links/\(id)/status")
+            #expect(state == 200 && String(decoding: body, as: UTF8.self) == #"{"password":false}"#)
+        }
+        // Claims without the key: refused, and no view spent.
+        for _ in 0..<3 {
+            let (claim, _, _) = try await world.request("POST", "/links/\(id)/claim", body: Data(#"{"claim":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}"#.utf8))
+            #expect(claim == 403)
+        }
+        let opened = try world.reader.vault.run(["link", "open", link])
+        #expect(opened.stdout == "for your eyes", "\(opened.stderr)")
+    }
+
+    /// Fifty claims of a one-view link at once: exactly one gets it.
+    @Test func concurrentClaimsOfTheLastViewGiveOneSuccess() async throws {
+        let world = try LinkWorld()
+        try await Self.race(world)
+    }
+
+    static func race(_ world: LinkWorld) async throws {
+        let link = try world.create([], stdin: "only once")
+        let id = try LinkWorld.id(link)
+        let body = try LinkWorld.claimBody(link)
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            let url = world.url
+            for _ in 0..<50 { group.addTask { try await LinkWorld.request(url, "POST", "/links/\(id)/claim", body: body).0 } }
+            var all: [Int] = []
+            for try await status in group { all.append(status) }
+            return all
+        }
+        #expect(statuses.filter { $0 == 200 }.count == 1, "\(statuses)")
+        #expect(statuses.allSatisfy { $0 == 200 || $0 == 404 }, "\(statuses)")
+        let after = try await world.request("GET", "/links/\(id)/status").0
+        #expect(after == 404)
+    }
+
+    @Test func aLinkPastItsTimeIsGoneAndRmDeletesOne() async throws {
+        let world = try LinkWorld()
+        let short = try world.create(["--expires", "1s"], stdin: "brief")
+        try await Task.sleep(for: .seconds(2.5))
+        #expect(try world.reader.fails("link", "open", short).contains("expired, was used up, or never existed"))
+        let link = try world.create([], stdin: "take it back")
+        try world.alice.ok("link", "rm", try LinkWorld.id(link), "--yes")
+        #expect(try world.reader.fails("link", "open", link).contains("expired, was used up, or never existed"))
+        #expect(try world.alice.fails("link", "rm", try LinkWorld.id(link), "--yes").contains("no link of yours"))
+    }
+
+    /// An independent implementation of the format (Tests/Interop/link_reference.py, with
+    /// Python's `cryptography`) opens what vault stored, and vault opens what it made.
+    @Test func theReferenceImplementationAgrees() async throws {
+        let world = try LinkWorld()
+        let link = try world.create([], stdin: "read by python")
+        let address = try LinkAddress(parsing: link)
+        let (status, blob, _) = try await world.request("POST", "/links/\(Base64URL.encode(address.id))/claim", body: try LinkWorld.claimBody(link))
+        #expect(status == 200)
+        let fragment = String(link.split(separator: "#").last!)
+        let decoded = try ProcessRunner.run("/usr/bin/python3", [LinkInterop.script, "decode", "--fragment", fragment], stdin: Array(blob))
+        #expect(decoded.status == 0, "\(decoded.stderr)")
+        #expect(decoded.stdout == "read by python")
+
+        let encoded = try ProcessRunner.run("/usr/bin/python3", [LinkInterop.script, "encode", "--type", "file", "--name", "from python.txt"],
+                                            stdin: Array("made by python".utf8))
+        #expect(encoded.status == 0, "\(encoded.stderr)")
+        let made = try JSONSerialization.jsonObject(with: Data(encoded.stdoutBytes)) as! [String: Any]
+        let bytes = Data(base64Encoded: made["blob_b64"] as! String)!
+        var request = URLRequest(url: URL(string: world.url + "/links")!)
+        request.httpMethod = "POST"
+        request.httpBody = bytes
+        for (name, value) in [("Vault-Link-TTL", "600"), ("Vault-Link-Views", "1"), ("Vault-Link-Iterations", "0"),
+                              ("Vault-Link-Claim-Hash", made["claim_hash"] as! String),
+                              ("Vault-Link-Delete-Hash", Base64URL.encode(sha256([1, 2, 3])))] {
+            request.setValue(value, forHTTPHeaderField: name)
+        }
+        let (answer, response) = try await URLSession.shared.data(for: request)
+        #expect((response as! HTTPURLResponse).statusCode == 201)
+        let created = try JSONDecoder().decode(LinkAPI.Created.self, from: answer)
+        let out = world.reader.directory.file("py.txt")
+        let opened = try world.reader.vault.run(["link", "open", "\(world.url)/s/\(created.id)#\(made["fragment"] as! String)", "-o", out])
+        #expect(opened.status == 0, "\(opened.stderr)")
+        #expect(try String(contentsOfFile: out, encoding: .utf8) == "made by python")
+        #expect(opened.stderr.contains("opened file from python.txt"), "\(opened.stderr)")
+    }
+}
+
+enum LinkInterop {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent()
+    static let script = root.appendingPathComponent("Tests/Interop/link_reference.py").path
+    static let browser = root.appendingPathComponent("Tests/Interop/browser.py").path
+}
