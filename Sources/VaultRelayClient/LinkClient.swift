@@ -34,12 +34,15 @@ public enum LinkClient {
         let keys = try LinkKeys(fragment: fragment, password: password, iterations: iterations)
         let path = try Spool(home: home).newPath()
         defer { unlink(path) }
+        var length: UInt64 = 0
         do {
             let file = try OutputFile(path: path, shownAs: "the spool")
-            try LinkStream.seal(meta: meta, content: &content, key: keys.content) { try file.write($0) }
+            try LinkStream.seal(meta: meta, content: &content, key: keys.content) { sealed in
+                try file.write(sealed)
+                length += UInt64(sealed.count)
+            }
             try file.commit()
         }
-        let (length, _) = try Spool.hash(path)
         let token = SecureRandom().bytes(32)
         let nonce = SecureRandom().bytes(RequestSignature.nonceLength)
         var request = HTTPClientRequest(url: relay.url + "/links")
@@ -52,7 +55,7 @@ public enum LinkClient {
         request.headers.add(name: LinkAPI.Header.deleteHash, value: Base64URL.encode(sha256(token)))
         request.body = .stream(FileChunks(path: path), length: .known(Int64(length)))
         let name = relay.label.value
-        let (status, headers, body) = try await exchange(request, relay: name, deadline: RelayHTTPClient.streamDeadline)
+        let (status, headers, body) = try await RelayConnection.exchange(request, relay: name, deadline: RelayHTTPClient.streamDeadline)
         try RelayConnection.verify(headers: headers, status: status, body: body, nonce: nonce, card: relay.card, relay: name)
         guard status == 201 else { throw RelayConnection.failure(relay: name, status: status, body: body) }
         guard let created = try? JSONDecoder().decode(LinkAPI.Created.self, from: Data(body)),
@@ -65,7 +68,7 @@ public enum LinkClient {
 
     /// `GET …/status`: whether the link is there and needs a password. Consumes nothing.
     public static func status(_ link: LinkAddress) async throws -> LinkAPI.Status {
-        let (status, _, body) = try await exchange(HTTPClientRequest(url: path(link, "/status")), relay: link.base)
+        let (status, _, body) = try await RelayConnection.exchange(HTTPClientRequest(url: path(link, "/status")), relay: link.base)
         guard status == 200 else { throw failure(link, status: status, body: body) }
         guard let answer = try? JSONDecoder().decode(LinkAPI.Status.self, from: Data(body)) else {
             throw RelayError(relay: link.base, code: "malformed", words: "its status answer is not valid")
@@ -90,14 +93,7 @@ public enum LinkClient {
         request.headers.add(name: "Content-Type", value: "application/json")
         let claim = LinkAPI.Claim(claim: keys.claim.withUnsafeBytes { Base64URL.encode(Array($0)) })
         request.body = .bytes(Array(try JSONEncoder().encode(claim)))
-        let response: HTTPClientResponse
-        do {
-            response = try await RelayHTTPClient.client(relay: link.base).execute(request, timeout: RelayHTTPClient.streamDeadline)
-        } catch let error as RelayError {
-            throw error
-        } catch {
-            throw RelayError(relay: link.base, code: "unreachable", words: "cannot reach it: \(ConnectionFailure.words(for: error))")
-        }
+        let response = try await RelayHTTPClient.execute(request, relay: link.base, deadline: RelayHTTPClient.streamDeadline)
         let status = Int(response.status.code)
         guard status == 200 else {
             var body: [UInt8] = []
@@ -122,7 +118,7 @@ public enum LinkClient {
     public static func info(base: String, id: [UInt8], token: [UInt8]) async throws -> LinkAPI.Info? {
         var request = HTTPClientRequest(url: base + "/links/" + Base64URL.encode(id))
         request.headers.add(name: LinkAPI.Header.deleteToken, value: Base64URL.encode(token))
-        let (status, _, body) = try await exchange(request, relay: base)
+        let (status, _, body) = try await RelayConnection.exchange(request, relay: base)
         if status == 404 { return nil }
         guard status == 200, let info = try? JSONDecoder().decode(LinkAPI.Info.self, from: Data(body)) else {
             throw RelayConnection.failure(relay: base, status: status, body: body)
@@ -135,7 +131,7 @@ public enum LinkClient {
         var request = HTTPClientRequest(url: base + "/links/" + Base64URL.encode(id))
         request.method = .DELETE
         request.headers.add(name: LinkAPI.Header.deleteToken, value: Base64URL.encode(token))
-        let (status, _, body) = try await exchange(request, relay: base)
+        let (status, _, body) = try await RelayConnection.exchange(request, relay: base)
         if status == 404 { return false }
         guard status == 204 else { throw RelayConnection.failure(relay: base, status: status, body: body) }
         return true
@@ -153,26 +149,6 @@ public enum LinkClient {
         case "wrong_claim": return link.needsPassword ? LinkFailure.wrongPassword : LinkFailure.wrongKey
         default: return RelayConnection.failure(relay: link.base, status: status, body: body)
         }
-    }
-
-    private static func exchange(_ request: HTTPClientRequest, relay: String,
-                                 deadline: TimeAmount = RelayHTTPClient.smallDeadline) async throws -> (Int, HTTPHeaders, [UInt8]) {
-        let response: HTTPClientResponse
-        do {
-            response = try await RelayHTTPClient.client(relay: relay).execute(request, timeout: deadline)
-        } catch let error as RelayError {
-            throw error
-        } catch {
-            throw RelayError(relay: relay, code: "unreachable", words: "cannot reach it: \(ConnectionFailure.words(for: error))")
-        }
-        var body: [UInt8] = []
-        for try await buffer in response.body {
-            guard body.count + buffer.readableBytes <= 1 << 20 else {
-                throw RelayError(relay: relay, code: "malformed", words: "its answer is longer than \(1 << 20) bytes")
-            }
-            body += buffer.readableBytesView
-        }
-        return (Int(response.status.code), response.headers, body)
     }
 }
 

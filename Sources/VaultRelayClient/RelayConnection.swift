@@ -108,14 +108,7 @@ public struct RelayConnection: Sendable {
                                                        bodyHash: sha256([]), nonce: nonce) {
             request.headers.add(name: field, value: value)
         }
-        let response: HTTPClientResponse
-        do {
-            response = try await RelayHTTPClient.client(relay: name).execute(request, timeout: RelayHTTPClient.streamDeadline)
-        } catch let error as RelayError {
-            throw error
-        } catch {
-            throw RelayError(relay: name, code: "unreachable", words: "cannot reach it: \(ConnectionFailure.words(for: error))")
-        }
+        let response = try await RelayHTTPClient.execute(request, relay: name, deadline: RelayHTTPClient.streamDeadline)
         let status = Int(response.status.code)
         if status != 200 {
             var body: [UInt8] = []
@@ -143,16 +136,10 @@ public struct RelayConnection: Sendable {
         }
     }
 
-    private static func exchange(_ request: HTTPClientRequest, relay: String, limit: Int,
-                                 deadline: TimeAmount = RelayHTTPClient.smallDeadline) async throws -> (Int, HTTPHeaders, [UInt8]) {
-        let response: HTTPClientResponse
-        do {
-            response = try await RelayHTTPClient.client(relay: relay).execute(request, timeout: deadline)
-        } catch let error as RelayError {
-            throw error
-        } catch {
-            throw RelayError(relay: relay, code: "unreachable", words: "cannot reach it: \(ConnectionFailure.words(for: error))")
-        }
+    /// Sends `request` and reads the whole answer, at most `limit` bytes; checks nothing.
+    static func exchange(_ request: HTTPClientRequest, relay: String, limit: Int = 1 << 20,
+                         deadline: TimeAmount = RelayHTTPClient.smallDeadline) async throws -> (Int, HTTPHeaders, [UInt8]) {
+        let response = try await RelayHTTPClient.execute(request, relay: relay, deadline: deadline)
         var body: [UInt8] = []
         for try await buffer in response.body {
             guard body.count + buffer.readableBytes <= limit else {

@@ -48,6 +48,17 @@ enum RelayHTTPClient {
         }
     }
 
+    /// Sends `request` to the relay named `relay` (for errors); a relay that cannot be
+    /// reached is a ``RelayError`` in words.
+    static func execute(_ request: HTTPClientRequest, relay: String, deadline: TimeAmount = smallDeadline) async throws -> HTTPClientResponse {
+        let client = try client(relay: relay)
+        do {
+            return try await client.execute(request, timeout: deadline)
+        } catch {
+            throw RelayError(relay: relay, code: "unreachable", words: "cannot reach it: \(ConnectionFailure.words(for: error))")
+        }
+    }
+
     static let connectTimeout = TimeAmount.seconds(5)
     static let readTimeout = TimeAmount.seconds(30)
     /// The deadline of a request with a small body (`/card`, groups, lists, confirms).

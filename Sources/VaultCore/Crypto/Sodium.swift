@@ -68,3 +68,8 @@ enum Sodium {
         return sodium_memcmp(a, b, a.count) == 0
     }
 }
+
+extension Array where Element == UInt8 {
+    /// Equality in constant time (``Sodium/equal(_:_:)``), for MACs and hashes of secrets.
+    public func constantTimeEquals(_ other: [UInt8]) -> Bool { Sodium.equal(self, other) }
+}

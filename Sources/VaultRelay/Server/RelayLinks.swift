@@ -115,12 +115,8 @@ extension Relay {
               let secret = Base64URL.decode(claim.claim, length: 32) else {
             throw RelayFailure.malformed("the body is not {\"claim\": 32 bytes of base64url}")
         }
-        guard wrongClaims.hasRoom(id) else { throw RelayFailure.rateLimited() }
-        guard let link = try await store.link(id: id, now: Self.now()) else { throw RelayFailure.gone() }
-        guard constantTimeEqual(sha256(secret), link.claimHash) else {
-            _ = wrongClaims.allow(id)
-            throw RelayFailure(status: .forbidden, code: "wrong_claim", words: "the link's key or password is wrong")
-        }
+        let link = try await link(id, holder: secret, of: \.claimHash,
+                                  wrong: RelayFailure(status: .forbidden, code: "wrong_claim", words: "the link's key or password is wrong"))
         guard let left = try await store.takeView(link: link.row, now: Self.now()) else { throw RelayFailure.gone() }
         var headers = signedHeaders(status: .ok, bodyHash: [], nonce: nil)
         headers[.contentType] = "application/octet-stream"
@@ -161,18 +157,22 @@ extension Relay {
         guard let token = request.headers[Self.field(LinkAPI.Header.deleteToken)].flatMap({ Base64URL.decode($0, length: 32) }) else {
             throw RelayFailure.malformed("the request has no \(LinkAPI.Header.deleteToken) header of 32 bytes")
         }
-        guard wrongClaims.hasRoom(id) else { throw RelayFailure.rateLimited() }
-        guard let link = try await store.link(id: id, now: Self.now()) else { throw RelayFailure.gone() }
-        guard constantTimeEqual(sha256(token), link.deleteHash) else {
-            _ = wrongClaims.allow(id)
-            throw RelayFailure(status: .forbidden, code: "wrong_token", words: "the delete token is wrong")
-        }
-        return link
+        return try await link(id, holder: token, of: \.deleteHash,
+                              wrong: RelayFailure(status: .forbidden, code: "wrong_token", words: "the delete token is wrong"))
     }
 
-    private func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        guard a.count == b.count else { return false }
-        return zip(a, b).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+    /// The link, for the holder of the secret whose SHA-256 it stores at `hash` (the claim
+    /// secret, or the delete token). Wrong secrets spend the link's allowance
+    /// (``wrongClaims``), and once it is spent every attempt waits, right or wrong: that is
+    /// what bounds online guessing of a link's password.
+    private func link(_ id: [UInt8], holder secret: [UInt8], of hash: KeyPath<StoredLink, [UInt8]>, wrong: RelayFailure) async throws -> StoredLink {
+        guard wrongClaims.hasRoom(id) else { throw RelayFailure.rateLimited() }
+        guard let link = try await store.link(id: id, now: Self.now()) else { throw RelayFailure.gone() }
+        guard sha256(secret).constantTimeEquals(link[keyPath: hash]) else {
+            _ = wrongClaims.allow(id)
+            throw wrong
+        }
+        return link
     }
 }
 

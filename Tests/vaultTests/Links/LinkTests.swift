@@ -178,9 +178,10 @@ final class LinkWorld {
         try await Task.sleep(for: .seconds(2.5))
         #expect(try world.reader.fails("link", "open", short).contains("expired, was used up, or never existed"))
         let link = try world.create([], stdin: "take it back")
-        try world.alice.ok("link", "rm", try LinkWorld.id(link), "--yes")
+        // After "--": an id may start with "-".
+        try world.alice.ok("link", "rm", "--yes", "--", try LinkWorld.id(link))
         #expect(try world.reader.fails("link", "open", link).contains("expired, was used up, or never existed"))
-        #expect(try world.alice.fails("link", "rm", try LinkWorld.id(link), "--yes").contains("no link of yours"))
+        #expect(try world.alice.fails("link", "rm", "--yes", "--", try LinkWorld.id(link)).contains("no link of yours"))
     }
 
     /// An independent implementation of the format (Tests/Interop/link_reference.py, with
@@ -191,8 +192,9 @@ final class LinkWorld {
         let address = try LinkAddress(parsing: link)
         let (status, blob, _) = try await world.request("POST", "/links/\(Base64URL.encode(address.id))/claim", body: try LinkWorld.claimBody(link))
         #expect(status == 200)
+        // As `--fragment=…`: a base64url fragment may start with "-", which argparse would take for an option.
         let fragment = String(link.split(separator: "#").last!)
-        let decoded = try ProcessRunner.run("/usr/bin/python3", [LinkInterop.script, "decode", "--fragment", fragment], stdin: Array(blob))
+        let decoded = try ProcessRunner.run("/usr/bin/python3", [LinkInterop.script, "decode", "--fragment=" + fragment], stdin: Array(blob))
         #expect(decoded.status == 0, "\(decoded.stderr)")
         #expect(decoded.stdout == "read by python")
 

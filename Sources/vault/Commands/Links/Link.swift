@@ -86,7 +86,8 @@ struct LinkCreate: AsyncParsableCommand {
         let id = Base64URL.encode(created.id)
         Terminal.standardError("link \(id) on \(pinned.label): \(views) view\(views == 1 ? "" : "s"), until \(LinkList.date(created.expires))"
             + (secret == nil ? "" : "; it also needs the password"))
-        Terminal.standardError("delete it with: vault link rm \(id)")
+        // An id may start with "-", which would read as an option without "--".
+        Terminal.standardError("delete it with: vault link rm \(id.hasPrefix("-") ? "-- " : "")\(id)")
     }
 }
 
@@ -148,13 +149,7 @@ final class LinkSink {
         if let output, output != "-" {
             file = try OutputFile(path: output, replace: force, hiddenUntilCommit: true)
         } else if output == nil, meta.kind == .file {
-            let base = safeName(meta.name ?? "link-file")
-            var path = base, n = 2
-            while FileManager.default.fileExists(atPath: path), n < 1000 {
-                path = "\(n)-\(base)"
-                n += 1
-            }
-            file = try OutputFile(path: path, hiddenUntilCommit: true)
+            file = try OutputFile(path: ReceivedFileName.path(for: meta.name, in: ".", fallback: "link-file"), hiddenUntilCommit: true)
         }
     }
 
@@ -177,14 +172,6 @@ final class LinkSink {
         for part in held { try part.withUnsafeBytes(writeStandardOutput) }
         held = []
         return nil
-    }
-
-    /// The last path component, without control characters or a leading dot.
-    private func safeName(_ name: String) -> String {
-        let last = name.split(separator: "/").last.map(String.init) ?? "link-file"
-        let cleaned = String(last.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7f && !(0x80...0x9f).contains($0.value) })
-        let trimmed = cleaned.drop { $0 == "." }
-        return trimmed.isEmpty ? "link-file" : String(trimmed.prefix(200))
     }
 }
 

@@ -155,14 +155,8 @@ final class ReceiveSink: MessageSink {
     func begin(_ header: MessageHeader, sender: GroupRecord.Member, metadata: SecretMetadata) throws {
         let toStandardOutput = outDir == nil && header.type != .file
         if !toStandardOutput {
-            let directory = outDir ?? "."
-            let base = metadata.fileName.map(safeFileName) ?? "\(sender.label)-\(header.messageIDHex.prefix(8)).txt"
-            var path = directory + "/" + base
-            var n = 2
-            while FileManager.default.fileExists(atPath: path), n < 1000 {
-                path = directory + "/" + "\(n)-" + base
-                n += 1
-            }
+            let path = ReceivedFileName.path(for: metadata.fileName, in: outDir ?? ".",
+                                             fallback: "\(sender.label)-\(header.messageIDHex.prefix(8)).txt")
             file = try OutputFile(path: path, hiddenUntilCommit: true)
         }
         // Plaintext goes straight from vault's buffers to the descriptor, as in `recover`.
@@ -191,13 +185,5 @@ final class ReceiveSink: MessageSink {
         file = nil
         presenter = nil
         fields = []
-    }
-
-    /// A received name's last component, without control characters or a leading dot.
-    private func safeFileName(_ name: String) -> String {
-        let last = name.split(separator: "/").last.map(String.init) ?? "message"
-        let cleaned = String(last.unicodeScalars.filter { !$0.properties.isWhitespace || $0 == " " }.filter { $0.value >= 0x20 && $0.value != 0x7f })
-        let trimmed = cleaned.drop { $0 == "." }
-        return trimmed.isEmpty ? "message" : String(trimmed.prefix(200))
     }
 }
