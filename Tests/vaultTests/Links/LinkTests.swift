@@ -100,12 +100,17 @@ final class LinkWorld {
         #expect(refused.contains("the password is wrong (no view was used)"), "\(refused)")
         // Without a terminal or a file, it says what it needs.
         #expect(try world.reader.fails("link", "open", link).contains("password"))
+        // A link cut short is refused before any claim, while the link still lives: cut
+        // mid-salt (a length no fragment has), or cut to exactly a key's 43 characters,
+        // which only the relay's "needs a password" can tell from a password-less link.
+        let fragment = link[link.index(after: link.firstIndex(of: "#")!)...]
+        #expect(fragment.count == 64)
+        for cut in [String(link.dropLast(10)), String(link.dropLast(fragment.count - 43))] {
+            let incomplete = try world.reader.fails("link", "open", cut)
+            #expect(incomplete.contains("incomplete or damaged"), "\(incomplete)")
+        }
         let opened = try world.reader.vault.run(["link", "open", link, "--password-file", right])
         #expect(opened.stdout == "behind a password", "\(opened.stderr)")
-        // A link whose fragment lost its salt is refused before any claim.
-        let cut = String(link.dropLast(21))
-        let incomplete = try world.reader.fails("link", "open", cut)
-        #expect(incomplete.contains("incomplete or damaged"), "\(incomplete)")
     }
 
     @Test func aWrongKeyAndADamagedLinkShowNothing() async throws {
@@ -155,13 +160,18 @@ final class LinkWorld {
         try await Self.race(world)
     }
 
-    static func race(_ world: LinkWorld) async throws {
+    /// Fifty claims of one fresh one-view link, sent round-robin to `urls` (processes of
+    /// one relay), all at once.
+    static func race(_ world: LinkWorld, urls: [String]? = nil) async throws {
         let link = try world.create([], stdin: "only once")
         let id = try LinkWorld.id(link)
         let body = try LinkWorld.claimBody(link)
+        let targets = urls ?? [world.url]
         let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
-            let url = world.url
-            for _ in 0..<50 { group.addTask { try await LinkWorld.request(url, "POST", "/links/\(id)/claim", body: body).0 } }
+            for claim in 0..<50 {
+                let url = targets[claim % targets.count]
+                group.addTask { try await LinkWorld.request(url, "POST", "/links/\(id)/claim", body: body).0 }
+            }
             var all: [Int] = []
             for try await status in group { all.append(status) }
             return all

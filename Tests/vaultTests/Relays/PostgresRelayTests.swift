@@ -107,4 +107,26 @@ final class PostgresWorld {
         #expect(try await world.bobGet(world.frontURL, "/v1/groups").0 == 200)
         #expect(try await world.bobGet(world.backURL, "/v1/groups").0 == 200)
     }
+
+    /// Issue 16 on PostgreSQL: fifty claims of a one-view link, split between two relay
+    /// processes on one database, give exactly one success; the row is gone after it.
+    @Test func concurrentClaimsAcrossTwoProcessesGiveOneSuccess() async throws {
+        let cluster = try PostgresCluster()
+        let world = try LinkWorld(store: cluster.url)
+        let directory = TemporaryDirectory("vault-pg-links")
+        let second = try BackgroundProcess(VaultBinary.path, ["relay", "serve", "--listen", "127.0.0.1:0", "--store", cluster.url],
+                                           environment: [:], logPath: directory.file("second.log"))
+        defer { second.stop(SIGKILL) }
+        try second.waitFor("fingerprint ", timeout: 60)
+        let line = second.log.split(separator: "\n").first { $0.contains("listening on ") } ?? ""
+        try await LinkTests.race(world, urls: [world.url, String(line.split(separator: " ").last ?? "")])
+        // The row goes once the one view is served, which ends just after the reader has it.
+        var rows = ""
+        for _ in 0..<50 {
+            rows = try cluster.sql("SELECT (SELECT count(*) FROM relay_links) + (SELECT count(*) FROM relay_link_chunks)")
+            if rows == "0" { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(rows == "0")
+    }
 }
