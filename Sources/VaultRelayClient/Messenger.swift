@@ -65,6 +65,15 @@ public struct ReceiveReport: Sendable {
     public var asked: [Numbers] = []
     /// Messages this run stored again on the relays, at a member's request.
     public var resent: [Numbers] = []
+    /// Item changes of synced keys (object sync).
+    public var sync = SyncReport()
+
+    /// The problems, each once, in order (a relay that is down is found by every step that
+    /// asks it).
+    public var distinctProblems: [String] {
+        var seen = Set<String>()
+        return problems.filter { seen.insert($0).inserted }
+    }
 }
 
 /// Sending and receiving through a group's relays (Docs/RELAY.md, "The client").
@@ -167,7 +176,12 @@ public enum Messenger {
     /// Fetches new group records and every waiting message from the relays, checks each
     /// share, opens each message from any k good shares into `sink`, confirms it to the
     /// relays and reports gaps in senders' numbering.
-    public static func receive(groupName: String?, keystore: Keystore, identity: Identity, sink: MessageSink) async throws -> ReceiveReport {
+    ///
+    /// Object messages (item changes of synced keys, Docs/RELAY.md "Object sync") are
+    /// applied to the keystore as they come; with `objectsOnly` (`vault sync`) messages that
+    /// are shares are left on the relays for `vault receive`, unopened.
+    public static func receive(groupName: String?, keystore: Keystore, identity: Identity, sink: MessageSink?,
+                               objectsOnly: Bool = false) async throws -> ReceiveReport {
         var report = ReceiveReport()
         await refreshGroups(keystore: keystore, identity: identity, report: &report)
         let groups = try groupName.map { [try keystore.group(named: $0)] } ?? keystore.groups()
@@ -195,14 +209,37 @@ public enum Messenger {
                     continue
                 }
                 var shares: [ReceivedShare] = []
-                defer { for share in shares { unlink(share.path) } }
+                var object: (message: IncomingObjectMessage, path: String)?
+                var isShare = false
+                defer {
+                    for share in shares { unlink(share.path) }
+                    if let object { unlink(object.path) }
+                }
                 for j in relays {
                     if let threshold = shares.first?.header.threshold, shares.count >= threshold { break }
+                    // An object message is whole on every relay: one good copy is enough.
+                    if object != nil { break }
                     do {
-                        shares.append(try await fetch(id, in: group, from: connections[j], index: j + 1, spool: spool, identity: identity))
+                        switch try await fetch(id, in: group, from: connections[j], index: j + 1, spool: spool, identity: identity,
+                                               objectsOnly: objectsOnly) {
+                        case .share(let share): shares.append(share)
+                        case .object(let message, let path): object = (message, path)
+                        case .skipped: isShare = true
+                        }
                     } catch {
                         report.problems.append(VaultError.words(for: error))
                     }
+                    if isShare { break }
+                }
+                if isShare { continue }
+                if let object {
+                    // Confirmed unless this machine failed to keep it (a full disk): the
+                    // relays then keep it for the next run.
+                    if await ObjectSync.received(object.message, path: object.path, in: group, keystore: keystore, identity: identity,
+                                                 spool: spool, report: &report) {
+                        await confirm(id, in: group, on: relays.map { connections[$0] })
+                    }
+                    continue
                 }
                 guard let header = shares.first?.header, shares.count >= header.threshold else {
                     report.problems.append("message \(id.hex.prefix(8)) in \(group.name): fewer good shares than it needs, from \(relays.count) relays")
@@ -228,6 +265,7 @@ public enum Messenger {
                         report.problems.append("message \(id.hex.prefix(8)) from \(sender.label) repeats sequence number \(sequence); ignored")
                         continue
                     }
+                    guard let sink else { continue }
                     let opened = try MessageOpening.open(shares, metadataReady: { try sink.begin(header, sender: sender, metadata: $0) },
                                                          output: sink.write)
                     // The number is recorded before the content is kept: a crash in between
@@ -241,7 +279,7 @@ public enum Messenger {
                     report.received.append(.init(group: group.name, sender: sender.label, sequence: sequence, type: header.type, destination: destination))
                     await confirm(id, in: group, on: relays.map { connections[$0] })
                 } catch {
-                    sink.discard()
+                    sink?.discard()
                     report.problems.append("message \(id.hex.prefix(8)) from \(sender.label): \(VaultError.words(for: error))")
                 }
             }
@@ -310,38 +348,61 @@ public enum Messenger {
         return entries
     }
 
-    /// Downloads one share into the spool, checking it on the way: the sender's signature,
-    /// this group and message, this relay's index, the piece's commitment and this
-    /// identity's box. A share that fails names its relay.
+    /// What one relay served for a message.
+    enum Fetched {
+        /// A checked share of it.
+        case share(ReceivedShare)
+        /// A checked object message, whole, in the spool file at `path`.
+        case object(IncomingObjectMessage, path: String)
+        /// A share, left unread (`objectsOnly`).
+        case skipped
+    }
+
+    /// Downloads one relay's copy of a message into the spool, checking it on the way: the
+    /// sender's signature, this group and message, the body against what the header commits
+    /// to, and for a share this relay's index and this identity's box. A message that fails
+    /// names its relay.
     private static func fetch(_ id: [UInt8], in group: GroupRecord, from connection: RelayConnection, index: Int, spool: Spool,
-                              identity: Identity) async throws -> ReceivedShare {
+                              identity: Identity, objectsOnly: Bool) async throws -> Fetched {
         let path = spool.newPath()
         let output = try OutputFile(path: path)
-        var incoming = IncomingMessageShare(maximumLength: IncomingMessageShare.largest)
+        var incoming = IncomingRelayMessage(maximumLength: IncomingMessageShare.largest)
         do {
-            try await connection.download("/v1/groups/\(group.idHex)/messages/\(id.hex)", limit: IncomingMessageShare.largest) { buffer in
-                try buffer.withUnsafeReadableBytes { bytes in
-                    try incoming.take(bytes)
-                    try output.write(bytes)
+            do {
+                try await connection.download("/v1/groups/\(group.idHex)/messages/\(id.hex)", limit: IncomingMessageShare.largest,
+                                              what: { incoming.object == nil ? "share" : "object message" }) { buffer in
+                    try buffer.withUnsafeReadableBytes { bytes in
+                        try incoming.take(bytes)
+                        if objectsOnly, incoming.isDecided, incoming.object == nil { throw SkippedShare() }
+                        try output.write(bytes)
+                    }
                 }
+            } catch is SkippedShare {
+                unlink(path)
+                return .skipped
             }
             try incoming.finish()
-            guard let header = incoming.header, header.groupID == group.id, header.messageID == id else {
-                throw VaultError.malformed(what: "the message share", detail: "it belongs to another group or message")
-            }
-            guard header.index == index, header.count == group.relays.count else {
-                throw VaultError.malformed(what: "the message share", detail: "it is not this relay's share")
+            guard let envelope = incoming.envelope, envelope.groupID == group.id, envelope.messageID == id else {
+                throw VaultError.malformed(what: incoming.object == nil ? "the message share" : "the object message",
+                                           detail: "it belongs to another group or message")
             }
             try output.commit()
-            return try ReceivedShare(checked: incoming, path: path, recipient: identity)
+            if let object = incoming.object { return .object(object, path: path) }
+            guard let share = incoming.share, envelope.share?.index == index, envelope.share?.count == group.relays.count else {
+                throw VaultError.malformed(what: "the message share", detail: "it is not this relay's share")
+            }
+            return .share(try ReceivedShare(checked: share, path: path, recipient: identity))
         } catch let error as RelayError {
             unlink(path)
             throw error
         } catch {
             unlink(path)
-            throw RelayError(relay: connection.name, code: "forged", words: "it served a damaged or forged share: \(VaultError.words(for: error))")
+            let what = incoming.object == nil ? "share" : "object message"
+            throw RelayError(relay: connection.name, code: "forged", words: "it served a damaged or forged \(what): \(VaultError.words(for: error))")
         }
     }
+
+    private struct SkippedShare: Error {}
 
     static func confirm(_ id: [UInt8], in group: GroupRecord, on connections: [RelayConnection]) async {
         await withTaskGroup(of: Void.self) { tasks in

@@ -100,8 +100,10 @@ public struct RelayConnection: Sendable {
     }
 
     /// Streams a signed GET's body to `take`, then checks the answer's signature over the
-    /// body's hash. Returns the status; a body other than 200's is refused in words.
-    func download(_ path: String, limit: UInt64, take: (ByteBuffer) throws -> Void) async throws {
+    /// body's hash. Returns the status; a body other than 200's is refused in words. `what`
+    /// names what was served (known once its first bytes came), for the error that says
+    /// its bytes are not the ones the relay stored.
+    func download(_ path: String, limit: UInt64, what: () -> String = { "share" }, take: (ByteBuffer) throws -> Void) async throws {
         let nonce = SecureRandom().bytes(RequestSignature.nonceLength)
         var request = HTTPClientRequest(url: url + path)
         for (field, value) in RequestSignature.headers(identity: identity, relay: card.signingKey, method: "GET", path: path,
@@ -132,7 +134,7 @@ public struct RelayConnection: Sendable {
         }
         try Self.verify(headers: response.headers, status: status, bodyHash: claimed, nonce: nonce, card: card, relay: name)
         guard hasher.finish() == claimed else {
-            throw RelayError(relay: name, code: "forged", words: "it served a damaged or forged share: its bytes differ from those it stored and signed for")
+            throw RelayError(relay: name, code: "forged", words: "it served a damaged or forged \(what()): its bytes differ from those it stored and signed for")
         }
     }
 

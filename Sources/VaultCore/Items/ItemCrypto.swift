@@ -97,19 +97,20 @@ public enum ItemCrypto {
 }
 
 /// At most `length` bytes of another source.
-struct BoundedSource<Base: ByteSource>: ByteSource {
+public struct BoundedSource<Base: ByteSource>: ByteSource {
     /// The source itself, positioned after what was read through this one.
     var base: Base
     private(set) var remaining: UInt64
     /// The source ended before `length` bytes.
     private(set) var endedEarly = false
 
-    init(_ base: Base, length: UInt64) {
+    /// The next `length` bytes of `base`.
+    public init(_ base: Base, length: UInt64) {
         self.base = base
         remaining = length
     }
 
-    mutating func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+    public mutating func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
         guard remaining > 0 else { return 0 }
         let count = try base.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<Int(min(UInt64(buffer.count), remaining))]))
         remaining -= UInt64(count)

@@ -75,6 +75,18 @@ public struct ItemHeader: Equatable, Sendable {
                    title: title, description: description)
     }
 
+    /// The same item (id, key, type, creation time) with a new title, description or
+    /// password layer (`item edit`).
+    public func edited(title: String? = nil, description: String? = nil, passwordProtected: Bool? = nil) throws(VaultError) -> ItemHeader {
+        let title = title ?? self.title, description = description ?? self.description
+        guard title.utf8.count <= Self.maximumTitle else { throw .invalidSecret("the title is longer than \(Self.maximumTitle) bytes") }
+        guard description.utf8.count <= Self.maximumDescription else {
+            throw .invalidSecret("the description is longer than \(Self.maximumDescription) bytes")
+        }
+        return ItemHeader(itemID: itemID, keyID: keyID, createdAt: createdAt, type: type,
+                          passwordProtected: passwordProtected ?? self.passwordProtected, title: title, description: description)
+    }
+
     /// The id as 32 hex digits.
     public var itemIDHex: String { itemID.hex }
 

@@ -3,6 +3,9 @@ import GRDB
 
 /// An item this keystore holds, encrypted in full.
 public struct StoredItem: Sendable {
+    /// Where it is kept: the item's id, or for a conflict copy of a synced item an id of its
+    /// own (``Keystore/conflictID(item:version:)``).
+    public let id: [UInt8]
     /// The public header.
     public let header: ItemHeader
     /// Bytes of content (the plaintext, without its encrypted fields).
@@ -13,9 +16,23 @@ public struct StoredItem: Sendable {
     public let isNew: Bool
     /// When it was stored here.
     public let storedAt: Date
+    /// Under a synced key: the change whose content this is.
+    public let version: ItemVersion?
+    /// Stored from a change while its key was locked: its origin is checked, its content is
+    /// opened at the next sync with the key unlocked.
+    public let unopened: Bool
+
+    /// The id as 32 hex digits.
+    public var idHex: String { id.hex }
+    /// A concurrent edit of the item that lost to its current version, kept beside it.
+    public var isConflict: Bool { id != header.itemID }
 
     init(row: Row) throws {
+        id = [UInt8](row["id"] as Data)
         header = try ItemHeader(parsing: [UInt8](row["header"] as Data))
+        let author = (row["version_author"] as Data?).map { [UInt8]($0) }
+        version = author.flatMap { author in (row["version_counter"] as Int64?).map { ItemVersion(counter: UInt64($0), author: author) } }
+        unopened = (row["unopened"] as Int) == 1
         size = UInt64(row["size"] as Int64)
         streamLength = UInt64(row["stream_length"] as Int64)
         isNew = (row["is_new"] as Int) == 1
@@ -35,13 +52,22 @@ extension Keystore {
                         random: some RandomSource = SecureRandom()) throws -> StoredItem {
         try Self.storage(on: home.directory) {
             try database.write { db in
-                let rows = try ItemRows(db: db, itemID: header.itemID)
-                let size = try ItemCrypto.sealStream(header, metadata: metadata, content: &content, itemKey: itemKey, password: password,
-                                                     scrypt: scrypt, random: random, emit: rows.write)
-                try rows.flush()
-                return try insert(header, size: size, streamLength: rows.total, isNew: false, db)
+                try sealItem(header, metadata: metadata, content: &content, itemKey: itemKey, password: password, scrypt: scrypt,
+                             random: random, db)
             }
         }
+    }
+
+    /// Encrypts and stores an item in the caller's transaction, under `id` (by default its
+    /// own) and, for a synced item, the version it is.
+    func sealItem(_ header: ItemHeader, metadata: SecretMetadata, content: inout some ByteSource, itemKey: SecureBytes,
+                  password: SecureBytes?, scrypt: ScryptParameters, random: some RandomSource, _ db: Database,
+                  id: [UInt8]? = nil, version: ItemVersion? = nil) throws -> StoredItem {
+        let rows = try ItemRows(db: db, itemID: id ?? header.itemID)
+        let size = try ItemCrypto.sealStream(header, metadata: metadata, content: &content, itemKey: itemKey, password: password,
+                                             scrypt: scrypt, random: random, emit: rows.write)
+        try rows.flush()
+        return try insert(header, size: size, streamLength: rows.total, isNew: false, db, id: id, version: version)
     }
 
     /// Reads an exported item's header (§13) from `source`, leaving it at the stream, and
@@ -59,32 +85,44 @@ extension Keystore {
                            key: SecureBytes, markNew: Bool = true) throws -> StoredItem {
         try Self.storage(on: home.directory) {
             try database.write { db in
-                let rows = try ItemRows(db: db, itemID: header.itemID)
-                let check = ImportCheck(header)
-                let opener = StreamOpener(key: key, emit: check.write)
-                var left = streamLength
-                do {
-                    while left > 0 {
-                        let chunk = try source.readFully(Int(min(left, UInt64(SecretStream.sealedChunkLength))))
-                        guard !chunk.isEmpty else {
-                            throw VaultError.truncated(what: "the item (\(streamLength - left) of \(streamLength) stream bytes arrived)")
-                        }
-                        try rows.write(chunk)
-                        try chunk.withUnsafeBytes { try opener.write($0) }
-                        left -= UInt64(chunk.count)
-                    }
-                    guard try source.readFully(1).isEmpty else {
-                        throw VaultError.malformed(what: "the item", detail: "bytes follow its stream")
-                    }
-                    try opener.finish()
-                    try check.finish()
-                } catch {
-                    throw Self.openingFailure(error)
-                }
-                try rows.flush()
-                return try insert(header, size: check.size, streamLength: streamLength, isNew: markNew, db)
+                try storeItem(header, streamLength: streamLength, from: &source, key: key, markNew: markNew, db)
             }
         }
+    }
+
+    /// Streams an item's `streamLength` stream bytes from `source` into rows, in the
+    /// caller's transaction. With `key`, the stream is decrypted and checked on the way
+    /// (plaintext counted and dropped); without it the item is stored unopened, to be
+    /// checked when its key is unlocked. Nothing may follow the stream in `source`.
+    func storeItem(_ header: ItemHeader, streamLength: UInt64, from source: inout some ByteSource, key: SecureBytes?, markNew: Bool,
+                   _ db: Database, id: [UInt8]? = nil, version: ItemVersion? = nil) throws -> StoredItem {
+        let rows = try ItemRows(db: db, itemID: id ?? header.itemID)
+        let check = ImportCheck(header)
+        let opener = key.map { StreamOpener(key: $0, emit: check.write) }
+        var left = streamLength
+        do {
+            while left > 0 {
+                let chunk = try source.readFully(Int(min(left, UInt64(SecretStream.sealedChunkLength))))
+                guard !chunk.isEmpty else {
+                    throw VaultError.truncated(what: "the item (\(streamLength - left) of \(streamLength) stream bytes arrived)")
+                }
+                try rows.write(chunk)
+                try opener.map { opener in try chunk.withUnsafeBytes { try opener.write($0) } }
+                left -= UInt64(chunk.count)
+            }
+            guard try source.readFully(1).isEmpty else {
+                throw VaultError.malformed(what: "the item", detail: "bytes follow its stream")
+            }
+            try opener?.finish()
+            if opener != nil { try check.finish() }
+        } catch {
+            throw Self.openingFailure(error)
+        }
+        try rows.flush()
+        // Unopened, the size known is the stream's: the content's is learnt when it opens.
+        let size = opener == nil ? SecretStream.plaintextLength(sealed: streamLength) ?? 0 : check.size
+        return try insert(header, size: size, streamLength: streamLength, isNew: markNew, db, id: id, version: version,
+                          unopened: opener == nil)
     }
 
     /// Decrypts a stored item: `metadataReady` gets its encrypted fields, then `content`
@@ -99,8 +137,8 @@ extension Keystore {
             try ItemCrypto.openStream(item.header, source: &source, itemKey: itemKey, password: password,
                                       metadataReady: metadataReady, content: content)
         }
-        if item.isNew {
-            try write { db in try db.execute(sql: "UPDATE item SET is_new = 0 WHERE id = ?", arguments: [Data(item.header.itemID)]) }
+        if item.isNew || item.unopened {
+            try write { db in try db.execute(sql: "UPDATE item SET is_new = 0, unopened = 0 WHERE id = ?", arguments: [Data(item.id)]) }
         }
         return metadata
     }
@@ -109,39 +147,39 @@ extension Keystore {
     public func copyItem(_ item: StoredItem, itemKey: SecureBytes, to newHeader: ItemHeader, newItemKey: SecureBytes) throws -> StoredItem {
         precondition(newHeader.type == item.header.type)
         return try Self.storage(on: home.directory) {
-            try database.write { db in
-                let rows = try ItemRows(db: db, itemID: newHeader.itemID)
-                let sealer = try StreamSealer(key: newItemKey, emit: rows.write)
-                let opener = StreamOpener(key: itemKey, emit: sealer.write)
-                let source = try BlobRows(db: db, sql: "SELECT data FROM item_chunk WHERE item_id = ? ORDER BY seq", id: item.header.itemID)
-                var buffer = [UInt8](repeating: 0, count: SecretStream.sealedChunkLength)
-                do {
-                    while true {
-                        let count = try buffer.withUnsafeMutableBytes { try source.read(into: $0) }
-                        if count == 0 { break }
-                        try buffer.withUnsafeBytes { try opener.write(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
-                    }
-                    try opener.finish()
-                } catch {
-                    throw Self.openingFailure(error)
-                }
-                try sealer.finish()
-                try rows.flush()
-                return try insert(newHeader, size: item.size, streamLength: rows.total, isNew: false, db)
-            }
+            try database.write { db in try resealItem(item.id, size: item.size, itemKey: itemKey, as: newHeader, newItemKey: newItemKey, db) }
         }
+    }
+
+    /// Re-encrypts the stream stored under `sourceID` for `newHeader` (another key, or
+    /// the same item with a new title), as a new row `id` (by default the header's), in the
+    /// caller's transaction. The payload inside, password layer included, is carried as it is.
+    func resealItem(_ sourceID: [UInt8], size: UInt64, itemKey: SecureBytes, as newHeader: ItemHeader, newItemKey: SecureBytes,
+                    _ db: Database, id: [UInt8]? = nil, version: ItemVersion? = nil) throws -> StoredItem {
+        let rows = try ItemRows(db: db, itemID: id ?? newHeader.itemID)
+        let sealer = try StreamSealer(key: newItemKey, emit: rows.write)
+        let opener = StreamOpener(key: itemKey, emit: sealer.write)
+        let source = try BlobRows(db: db, sql: "SELECT data FROM item_chunk WHERE item_id = ? ORDER BY seq", id: sourceID)
+        var buffer = [UInt8](repeating: 0, count: SecretStream.sealedChunkLength)
+        do {
+            while true {
+                let count = try buffer.withUnsafeMutableBytes { try source.read(into: $0) }
+                if count == 0 { break }
+                try buffer.withUnsafeBytes { try opener.write(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+            }
+            try opener.finish()
+        } catch {
+            throw Self.openingFailure(error)
+        }
+        try sealer.finish()
+        try rows.flush()
+        return try insert(newHeader, size: size, streamLength: rows.total, isNew: false, db, id: id, version: version)
     }
 
     /// Writes the item's export (§13) to `emit`, streaming.
     public func exportItem(_ item: StoredItem, to emit: (UnsafeRawBufferPointer) throws -> Void) throws {
-        try ItemExport.prefix(item.header, streamLength: item.streamLength).withUnsafeBytes { try emit($0) }
-        try withItemStream(item) { source in
-            var buffer = [UInt8](repeating: 0, count: 1 << 16)
-            while true {
-                let count = try buffer.withUnsafeMutableBytes { try source.read(into: $0) }
-                if count == 0 { break }
-                try buffer.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
-            }
+        try Self.storage(on: home.directory) {
+            try database.read { db in try exportItem(item, db, to: emit) }
         }
     }
 
@@ -160,7 +198,10 @@ extension Keystore {
     public func item(matching text: String) throws(VaultError) -> StoredItem {
         let hex = text.lowercased()
         guard hex.count >= 4, hex.allSatisfy(\.isHexDigit) else { throw .unknownItem(text) }
-        let matches = try items().filter { $0.header.itemIDHex.hasPrefix(hex) }
+        let all = try items()
+        // An item's id names it before any conflict copy whose own id shares the digits.
+        if let exact = all.first(where: { $0.idHex == hex }) { return exact }
+        let matches = all.filter { $0.idHex.hasPrefix(hex) }
         guard matches.count <= 1 else { throw .ambiguousItem(text) }
         guard let found = matches.first else { throw .unknownItem(text) }
         return found
@@ -168,7 +209,7 @@ extension Keystore {
 
     /// Deletes an item.
     public func removeItem(_ item: StoredItem) throws(VaultError) {
-        try write { db in try db.execute(sql: "DELETE FROM item WHERE id = ?", arguments: [Data(item.header.itemID)]) }
+        try write { db in try db.execute(sql: "DELETE FROM item WHERE id = ?", arguments: [Data(item.id)]) }
     }
 
     func item(id: [UInt8]) throws(VaultError) -> StoredItem? {
@@ -187,18 +228,24 @@ extension Keystore {
     private func withItemStream<T>(_ item: StoredItem, _ body: (inout BlobRows) throws -> T) throws -> T {
         try Self.storage(on: home.directory) {
             try database.read { db in
-                var source = try BlobRows(db: db, sql: "SELECT data FROM item_chunk WHERE item_id = ? ORDER BY seq", id: item.header.itemID)
+                var source = try BlobRows(db: db, sql: "SELECT data FROM item_chunk WHERE item_id = ? ORDER BY seq", id: item.id)
                 return try body(&source)
             }
         }
     }
 
-    private func insert(_ header: ItemHeader, size: UInt64, streamLength: UInt64, isNew: Bool, _ db: Database) throws -> StoredItem {
+    func insert(_ header: ItemHeader, size: UInt64, streamLength: UInt64, isNew: Bool, _ db: Database, id: [UInt8]? = nil,
+                version: ItemVersion? = nil, unopened: Bool = false) throws -> StoredItem {
+        let id = id ?? header.itemID
         try db.execute(
-            sql: "INSERT INTO item (id, key_id, header, size, stream_length, is_new, stored_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            arguments: [Data(header.itemID), Data(header.keyID), Data(header.encoded()), Int64(size), Int64(streamLength),
-                        isNew ? 1 : 0, Int64(Date().timeIntervalSince1970)])
-        return try StoredItem(row: Row.fetchOne(db, sql: "SELECT * FROM item WHERE id = ?", arguments: [Data(header.itemID)])!)
+            sql: """
+                INSERT INTO item (id, key_id, header, size, stream_length, is_new, stored_at, version_counter, version_author, unopened)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [Data(id), Data(header.keyID), Data(header.encoded()), Int64(size), Int64(streamLength),
+                        isNew ? 1 : 0, Int64(Date().timeIntervalSince1970), version.map { Int64($0.counter) },
+                        version.map { Data($0.author) }, unopened ? 1 : 0])
+        return try StoredItem(row: Row.fetchOne(db, sql: "SELECT * FROM item WHERE id = ?", arguments: [Data(id)])!)
     }
 }
 
@@ -206,7 +253,7 @@ extension Keystore {
 /// with the header, and without a password layer the payload parses and its type is the
 /// header's. The size is the content's, or with a password layer the payload's (its
 /// encrypted fields included), which is all that can be known.
-private final class ImportCheck {
+final class ImportCheck {
     private let header: ItemHeader
     private var prefix: [UInt8] = []
     private var parser: PayloadParser?
@@ -247,7 +294,7 @@ private final class ImportCheck {
 /// Collects a stream into `item_chunk` rows of ``Keystore/itemRowLength`` bytes.
 /// The item row itself is inserted last, once its size is known: the transaction defers
 /// the foreign key check to its commit.
-private final class ItemRows {
+final class ItemRows {
     private let db: Database
     private let itemID: Data
     private var buffer: [UInt8] = []

@@ -209,6 +209,40 @@ enum KeystoreSchema {
                 ) WITHOUT ROWID;
                 """)
         }
+        // Object sync (Docs/RELAY.md, "Object sync"): every change known for an item under
+        // a synced key, as signed; the Lamport clock of each key; which keys are tied to
+        // which group. An item row records which change it holds; a conflict copy is a row
+        // of its own whose id is derived from the item's and its version's.
+        migrator.registerMigration("v11-item-sync") { db in
+            try db.execute(sql: """
+                CREATE TABLE item_change (
+                    item_id BLOB NOT NULL CHECK (length(item_id) = 16),
+                    counter INTEGER NOT NULL CHECK (counter > 0),
+                    author BLOB NOT NULL CHECK (length(author) = 32),
+                    key_id BLOB NOT NULL CHECK (length(key_id) = 16),
+                    operation INTEGER NOT NULL CHECK (operation IN (1, 2)),
+                    record BLOB NOT NULL,
+                    received_at INTEGER NOT NULL,
+                    published INTEGER NOT NULL CHECK (published IN (0, 1)),
+                    PRIMARY KEY (item_id, counter, author)
+                ) WITHOUT ROWID;
+                CREATE INDEX item_change_by_key ON item_change (key_id);
+                CREATE TABLE item_clock (
+                    key_id BLOB PRIMARY KEY CHECK (length(key_id) = 16),
+                    counter INTEGER NOT NULL
+                ) WITHOUT ROWID;
+                CREATE TABLE key_sync (
+                    key_id BLOB PRIMARY KEY CHECK (length(key_id) = 16),
+                    group_id BLOB NOT NULL CHECK (length(group_id) = 16),
+                    lifetime INTEGER NOT NULL CHECK (lifetime > 0),
+                    min_relays INTEGER NOT NULL CHECK (min_relays > 0),
+                    since INTEGER NOT NULL
+                ) WITHOUT ROWID;
+                ALTER TABLE item ADD COLUMN version_counter INTEGER;
+                ALTER TABLE item ADD COLUMN version_author BLOB;
+                ALTER TABLE item ADD COLUMN unopened INTEGER NOT NULL DEFAULT 0;
+                """)
+        }
         return migrator
     }
 

@@ -156,6 +156,17 @@ extension Keystore {
         }
     }
 
+    /// Records a received object message (outside any numbering: only its id counts);
+    /// false when it was received already.
+    public func recordReceived(object header: ObjectHeader) throws(VaultError) -> Bool {
+        try write { db in
+            try db.execute(sql: """
+                INSERT OR IGNORE INTO message_received (message_id, group_id, sender, sequence, received_at) VALUES (?, ?, ?, 0, ?)
+                """, arguments: [Data(header.messageID), Data(header.groupID), Data(header.sender.signingKey), Int64(Date().timeIntervalSince1970)])
+            return db.changesCount == 1
+        }
+    }
+
     /// Of `sequences` missing from `sender`, those not asked for yet; records them as asked.
     /// A gap is asked for once: the sender answers from its outbox or cannot, and asking
     /// again would only repeat the answer.

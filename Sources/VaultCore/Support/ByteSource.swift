@@ -55,6 +55,8 @@ public final class FileSource: ByteSource {
     /// The size of a regular file when it was opened; nil for streams.
     private var openedSize: UInt64?
     private var consumed: UInt64 = 0
+    /// Bytes read so far.
+    public var position: UInt64 { consumed }
     /// How far the kernel was asked to read ahead.
     private var prefetched: UInt64 = 0
     /// The stretch asked for at a time, when half of the one before is read.

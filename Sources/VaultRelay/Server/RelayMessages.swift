@@ -22,7 +22,7 @@ extension Relay {
         if let declared = request.headers[.contentLength].flatMap({ UInt64($0) }), declared > limit {
             throw RelayFailure.tooLarge("a message share is at most \(limit) bytes on this relay")
         }
-        var incoming = IncomingMessageShare(maximumLength: IncomingMessageShare.largest)
+        var incoming = IncomingRelayMessage(maximumLength: IncomingMessageShare.largest)
         let hasher = SHA256Hasher()
         var pending: [UInt8] = []
         var row: Int64?
@@ -35,15 +35,15 @@ extension Relay {
                         hasher.update(bytes)
                     }
                 } catch {
-                    throw RelayFailure.malformed("the message share is not valid: \(error)")
+                    throw RelayFailure.malformed("the message is not valid: \(error)")
                 }
                 pending += buffer.readableBytesView
-                if row == nil, let header = incoming.header {
+                if row == nil, let header = incoming.envelope {
                     guard incoming.length <= limit else { throw RelayFailure.tooLarge("a message share is at most \(limit) bytes on this relay") }
                     try await check(header, group: record, id: id, caller: caller)
                     let message = NewMessage(group: group, id: id, sender: caller.key, size: incoming.length, expires: header.expiresAt,
                                              deleteWhenConfirmed: header.deleteWhenConfirmed, bodyHash: caller.bodyHash,
-                                             recipients: header.recipients.map(\.card.signingKey), created: Self.now())
+                                             recipients: header.recipients, created: Self.now())
                     do {
                         guard let stored = try await store.begin(message: message, quota: configuration.groupQuota, now: Self.now()) else {
                             throw RelayFailure(status: .init(code: 507, reasonPhrase: "Insufficient Storage"), code: "over_quota",
@@ -63,7 +63,7 @@ extension Relay {
             do {
                 try incoming.finish()
             } catch {
-                throw RelayFailure.malformed("the message share is not valid: \(error)")
+                throw RelayFailure.malformed("the message is not valid: \(error)")
             }
             guard hasher.finish() == caller.bodyHash else { throw RelayFailure.badSignature() }
             if !pending.isEmpty { try await store.append(chunk: pending, index: chunks, to: row!) }
@@ -75,19 +75,26 @@ extension Relay {
         return answer(.created, bytes: [], contentType: "application/octet-stream", nonce: caller.nonce)
     }
 
-    /// What a share's signed header must say to be stored here.
-    private func check(_ header: MessageHeader, group record: GroupRecord, id: [UInt8], caller: Caller) async throws {
+    /// What a message's signed header must say to be stored here. A share must be this
+    /// relay's; an object message is the same on every relay of the group.
+    private func check(_ header: IncomingRelayMessage.Envelope, group record: GroupRecord, id: [UInt8], caller: Caller) async throws {
         let group = record.id
         guard header.groupID == group, header.messageID == id else {
-            throw RelayFailure.malformed("the message share is for another group or message than its path names")
+            throw RelayFailure.malformed("the message is for another group or message than its path names")
         }
-        guard header.count == record.relays.count, record.relays.firstIndex(where: { $0.card == identity.card }) == header.index - 1 else {
-            throw RelayFailure.malformed("the message share is not this relay's: its index or count does not match the group's relays")
+        if let share = header.share {
+            guard share.count == record.relays.count, record.relays.firstIndex(where: { $0.card == identity.card }) == share.index - 1 else {
+                throw RelayFailure.malformed("the message share is not this relay's: its index or count does not match the group's relays")
+            }
+        } else {
+            guard record.relays.contains(where: { $0.card == identity.card }) else {
+                throw RelayFailure.malformed("this relay is not one of the group's")
+            }
         }
         guard header.sender.signingKey == caller.key else {
             throw RelayFailure(status: .forbidden, code: "not_the_sender", words: "only a message's sender may store it")
         }
-        for recipient in header.recipients where try await !store.isMember(recipient.card.signingKey, of: group) {
+        for recipient in header.recipients where try await !store.isMember(recipient, of: group) {
             throw RelayFailure(status: .forbidden, code: "not_a_member", words: "a recipient is not a member of this group")
         }
         let now = Self.now()

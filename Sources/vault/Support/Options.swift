@@ -38,6 +38,13 @@ struct PassphraseOption: ParsableArguments {
         let info = try keystore.identityInfo()
         return try keystore.unlock(passphrase: passphrase(for: info))
     }
+
+    /// The identity that signs a change to the items of `keyID` when that key is synced
+    /// (`vault key sync`), else nil: an unsynced key's items need no signature, and so no
+    /// passphrase.
+    func author(_ keystore: Keystore, keyID: [UInt8]) throws -> Identity? {
+        try keystore.syncGroup(keyID: keyID) == nil ? nil : unlock(keystore)
+    }
 }
 
 /// `--scrypt-n`, the cost of a new passphrase seal.

@@ -13,8 +13,8 @@ struct ItemCommand: AsyncParsableCommand {
             ('vault unlock NAME'); without a running serve they recover it from nearby holders for \
             that one command.
             """,
-        subcommands: [ItemAdd.self, ItemList.self, ItemShow.self, ItemRemove.self, ItemCopy.self, ItemExportCommand.self,
-                      ItemImport.self])
+        subcommands: [ItemAdd.self, ItemList.self, ItemShow.self, ItemEdit.self, ItemRemove.self, ItemCopy.self, ItemHistory.self,
+                      ItemExportCommand.self, ItemImport.self])
 }
 
 struct ItemAdd: AsyncParsableCommand {
@@ -65,11 +65,13 @@ struct ItemAdd: AsyncParsableCommand {
         let meter = ProgressMeter("encrypting", total: (content as? FileSource)?.size ?? 0)
         var source = MeteredSource(content, meter: meter)
         ProgressLine.show("encrypting", [meter])
+        let author = try keys.author(keystore, keyID: holding.keyID)
         let item = try keystore.addItem(header, metadata: metadata, content: &source, itemKey: itemKey, password: layerPassword,
-                                        scrypt: try passwordLayer.scrypt.parameters())
+                                        scrypt: try passwordLayer.scrypt.parameters(), author: author)
         ProgressLine.end()
         print(item.header.itemIDHex)
-        Terminal.standardError("added \(itemType) \(item.header.itemIDHex.prefix(16)) under key '\(holding.displayName)' (\(item.size) bytes)")
+        Terminal.standardError("added \(itemType) \(item.header.itemIDHex.prefix(16)) under key '\(holding.displayName)' (\(item.size) bytes)"
+            + (author == nil ? "" : SyncNote.published))
     }
 
     private func resolvedType() throws -> ItemType {
@@ -102,17 +104,26 @@ struct ItemList: ParsableCommand {
         let created: Date
         let new: Bool
         let password: Bool
+        /// Under a synced key: the version (`COUNTER.AUTHOR`) and its author's name.
+        let version: String?
+        let author: String?
+        /// A concurrent edit kept beside the item (`vault item rm` drops it, `vault item
+        /// edit` makes it the item).
+        let conflict: Bool
+        let unopened: Bool
     }
 
     func run() throws {
         let keystore = try home.openKeystore()
         let keyID = try key.map { try keystore.sharedKey(matching: $0).keyID }
         let names = Dictionary(try keystore.sharedKeys().map { ($0.keyID, $0.displayName) }, uniquingKeysWith: { a, _ in a })
+        let authors = try AuthorNames(keystore)
         let entries = try keystore.items(keyID: keyID).map { item in
             let h = item.header
-            return Entry(id: h.itemIDHex, keyID: h.keyID.hex, key: names[h.keyID], type: h.type.description, title: h.title,
+            return Entry(id: item.idHex, keyID: h.keyID.hex, key: names[h.keyID], type: h.type.description, title: h.title,
                          description: h.description, size: item.size, created: Date(timeIntervalSince1970: TimeInterval(h.createdAt)),
-                         new: item.isNew, password: h.passwordProtected)
+                         new: item.isNew, password: h.passwordProtected, version: item.version?.description,
+                         author: item.version.map { authors.name($0.author) }, conflict: item.isConflict, unopened: item.unopened)
         }
         if json { return try printJSON(entries) }
         guard !entries.isEmpty else { return Terminal.standardError("no items; 'vault item add --key NAME' adds one") }
@@ -121,8 +132,9 @@ struct ItemList: ParsableCommand {
         for e in entries {
             let text = [e.title.isEmpty ? "-" : e.title, e.description].filter { !$0.isEmpty }.map { TerminalText.escaped($0) }
                 .joined(separator: "  ")
+            let synced = e.version.map { "  v\($0) by \(e.author ?? "?")" } ?? ""
             print("\(e.id.prefix(16))  \(e.type)\(e.password ? " (password)" : "")  \(text)  \(e.size) B  \(day.string(from: e.created))  key \(e.key ?? String(e.keyID.prefix(16)))"
-                + (e.new ? "  new" : ""))
+                + synced + (e.conflict ? "  CONFLICT" : "") + (e.unopened ? "  unopened" : "") + (e.new ? "  new" : ""))
         }
     }
 }

@@ -59,10 +59,17 @@ struct ItemShow: AsyncParsableCommand {
 
 struct ItemRemove: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "rm", abstract: "Delete an item from this machine.",
-        discussion: "Asks: \"Delete item ID (TYPE, SIZE bytes)?\" (--yes answers yes).")
+        commandName: "rm", abstract: "Delete an item, or drop a conflict copy.",
+        discussion: """
+            On a key that is not synced, the item goes from this machine only. On a synced key \
+            ('vault key sync') the delete is signed and goes to every holder at the next 'vault \
+            sync'; removing a conflict copy drops that copy everywhere and keeps the item.
+
+            Asks: "Delete item ID (TYPE, SIZE bytes)?" (--yes answers yes).
+            """)
 
     @OptionGroup var home: HomeOption
+    @OptionGroup var keys: PassphraseOption
 
     @Argument(help: ArgumentHelp("The item's id.", valueName: "id"))
     var item: String
@@ -72,10 +79,12 @@ struct ItemRemove: ParsableCommand {
     func run() throws {
         let keystore = try home.openKeystore()
         let item = try keystore.item(matching: self.item)
-        let id = String(item.header.itemIDHex.prefix(16))
-        try confirmation.confirm("Delete item \(id) (\(item.header.type), \(item.size) bytes)?", what: "deleting an item")
-        try keystore.removeItem(item)
-        Terminal.standardError("deleted item \(id)")
+        let id = String(item.idHex.prefix(16))
+        let what = item.isConflict ? "conflict copy" : "item"
+        try confirmation.confirm("Delete \(what) \(id) (\(item.header.type), \(item.size) bytes)?", what: "deleting an item")
+        let author = try keys.author(keystore, keyID: item.header.keyID)
+        try keystore.removeItem(item, author: author)
+        Terminal.standardError("deleted \(what) \(id)" + (author == nil ? "" : SyncNote.published))
     }
 }
 
@@ -110,7 +119,7 @@ struct ItemCopy: AsyncParsableCommand {
         let newKey = try await access.itemKey(for: header, holding: to) {
             try await recovery.recoverKey(to, keystore: keystore, keys: keys)
         }
-        let copy = try keystore.copyItem(item, itemKey: oldKey, to: header, newItemKey: newKey)
+        let copy = try keystore.copyItem(item, itemKey: oldKey, to: header, newItemKey: newKey, author: try keys.author(keystore, keyID: to.keyID))
         print(copy.header.itemIDHex)
         Terminal.standardError("copied item \(item.header.itemIDHex.prefix(16)) to key '\(to.displayName)' as \(copy.header.itemIDHex.prefix(16))")
     }

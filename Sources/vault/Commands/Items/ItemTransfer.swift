@@ -129,7 +129,8 @@ func importItem(from source: inout any ByteSource, keystore: Keystore, keys: Pas
         return try await recovery.recoverKey(holding, keystore: keystore, keys: keys)
     }
     if recovered && access.agent != nil { Terminal.standardError("unlocked key '\(holding.displayName)' for 15 minutes") }
-    let item = try keystore.importItem(header, streamLength: streamLength, from: &source, key: itemKey)
+    let item = try keystore.importItem(header, streamLength: streamLength, from: &source, key: itemKey,
+                                       author: try keys.author(keystore, keyID: header.keyID))
     print(item.header.itemIDHex)
     Terminal.standardError("imported \(header.type) \(header.itemIDHex.prefix(16)) under key '\(holding.displayName)' (\(item.size) bytes), marked new")
 }

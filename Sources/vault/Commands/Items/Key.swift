@@ -6,8 +6,8 @@ import VaultNet
 struct KeyCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "key",
-        abstract: "Create shared encryption keys.",
-        subcommands: [KeyCreate.self])
+        abstract: "Create shared encryption keys, and keep their items in sync.",
+        subcommands: [KeyCreate.self, KeySync.self])
 }
 
 struct KeyCreate: AsyncParsableCommand {
@@ -40,7 +40,11 @@ struct KeyCreate: AsyncParsableCommand {
 
     @OptionGroup var reach: PeerAddressOptions
 
+    @OptionGroup var sync: KeySyncOptions
+
     func run() async throws {
+        // A group is checked before anything is shared.
+        let group = try sync.group.map { try home.openKeystore().group(named: $0) }
         var arguments = ["--type", "key", "--name", name, "--to", to, "--threshold", String(threshold), "--description", description]
         if let home = home.home { arguments += ["--home", home] }
         if let file = keys.passphraseFile { arguments += ["--passphrase-file", file] }
@@ -48,6 +52,11 @@ struct KeyCreate: AsyncParsableCommand {
         arguments += reach.peers.flatMap { ["--peer", $0] }
         let share = try Share.parse(arguments)
         try await share.run()
+        if let group {
+            let keystore = try home.openKeystore()
+            try await sync.tie(try keystore.sharedKey(matching: name), group: group.name.value, keystore: keystore,
+                               identity: try keys.unlock(keystore))
+        }
     }
 }
 

@@ -116,9 +116,10 @@ struct Receive: AsyncParsableCommand {
         let sink = ReceiveSink(outDir: outDir)
         var pause: UInt64 = 2
         repeat {
-            let report = try await Messenger.receive(groupName: group, keystore: keystore, identity: identity, sink: sink)
+            var report = try await Messenger.receive(groupName: group, keystore: keystore, identity: identity, sink: sink)
+            await SyncRun.finish(keystore: keystore, identity: identity, report: &report)
             for name in report.groups { Terminal.standardError("accepted group '\(name)'") }
-            for problem in report.problems { Terminal.standardError("vault: warning: \(problem)") }
+            for problem in report.distinctProblems { Terminal.standardError("vault: warning: \(problem)") }
             for message in report.received {
                 Terminal.standardError("received #\(message.sequence) from \(message.sender) in \(message.group) (\(message.type)): \(message.destination)")
             }
@@ -131,8 +132,9 @@ struct Receive: AsyncParsableCommand {
             for resent in report.resent {
                 Terminal.standardError("resent #\(resent.listed) to \(resent.member) in \(resent.group), as asked")
             }
+            SyncRun.show(report.sync, quietWhenIdle: true)
             if !follow {
-                if report.received.isEmpty && report.resent.isEmpty { Terminal.standardError("no new messages") }
+                if report.received.isEmpty && report.resent.isEmpty && report.sync.isEmpty { Terminal.standardError("no new messages") }
                 break
             }
             pause = report.received.isEmpty ? min(60, pause * 2) : 2

@@ -58,6 +58,18 @@ struct Serve: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // Signals are caught before anything is printed: a SIGTERM sent as soon as the first
+        // line appears (systemd, a test) must stop the server, not fall into the moment
+        // between ignoring the signal and its source starting to listen.
+        let stop = StopSignal()
+        let signals = [SIGINT, SIGTERM].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .main)
+            source.setEventHandler { stop.fire() }
+            source.resume()
+            return source
+        }
+        defer { signals.forEach { $0.cancel() } }
         if pairing && !Terminal.isAvailable { throw CLIError.confirmationRequired(what: "pairing") }
         let keystore = try home.openKeystore()
         let identity = try keys.unlock(keystore)
@@ -104,14 +116,7 @@ struct Serve: AsyncParsableCommand {
                 try await group.next()
             }
         }
-        let signals = [SIGINT, SIGTERM].map { number in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .main)
-            source.setEventHandler { task.cancel() }
-            source.resume()
-            return source
-        }
-        defer { signals.forEach { $0.cancel() } }
+        stop.attach(task)
         do {
             try await task.value
             await responder.stop()
@@ -125,6 +130,28 @@ struct Serve: AsyncParsableCommand {
             throw CLIError.invalidInput("cannot serve on \(listen):\(port): \(NetError.reason(of: error) ?? Report.words(for: error))")
         }
         Terminal.standardError("vault serve: stopped")
+    }
+}
+
+/// Cancels the server's task on SIGINT or SIGTERM, also when the signal came before the
+/// task existed.
+final class StopSignal: @unchecked Sendable {
+    private let lock = NSLock()
+    private var task: Task<Void, Error>?
+    private var fired = false
+
+    func fire() {
+        lock.withLock { () -> Task<Void, Error>? in
+            fired = true
+            return task
+        }?.cancel()
+    }
+
+    func attach(_ task: Task<Void, Error>) {
+        if lock.withLock({ () -> Bool in
+            self.task = task
+            return fired
+        }) { task.cancel() }
     }
 }
 

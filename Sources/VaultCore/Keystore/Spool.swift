@@ -1,23 +1,26 @@
 import Foundation
-import VaultCore
 
-/// `$VAULT_HOME/spool`, at 0700: message shares on their way in or out. Each holds one
-/// relay's share only (ciphertext and boxes sealed to recipients), and each is removed
-/// once sent or opened; what a crash leaves is swept at the next start.
-struct Spool {
-    let directory: String
+/// `$VAULT_HOME/spool`, at 0700: what is on its way in or out through relays, message
+/// shares and item changes. Each file holds only ciphertext (a relay's share with boxes
+/// sealed to recipients, or an item already encrypted under its shared key), and each is
+/// removed once sent or applied; what a crash leaves is swept at the next start.
+public struct Spool {
+    /// The folder.
+    public let directory: String
 
-    init(home: VaultHome) throws(VaultError) {
+    /// The home's spool, made if it is missing.
+    public init(home: VaultHome) throws(VaultError) {
         directory = home.directory + "/spool"
         if mkdir(directory, 0o700) != 0 && errno != EEXIST {
             throw .fileSystem(path: directory, reason: String(cString: strerror(errno)))
         }
     }
 
-    func newPath() -> String { directory + "/" + VaultHome.transientFileName("share.vmsg") }
+    /// A new file's path in it, named as transient files are (swept after a crash).
+    public func newPath(_ suffix: String = "share.vmsg") -> String { directory + "/" + VaultHome.transientFileName(suffix) }
 
     /// A file's length and SHA-256, read in 64 KiB chunks.
-    static func hash(_ path: String) throws -> (UInt64, [UInt8]) {
+    public static func hash(_ path: String) throws -> (UInt64, [UInt8]) {
         let source = try FileSource(path: path)
         let hasher = SHA256Hasher()
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 64)

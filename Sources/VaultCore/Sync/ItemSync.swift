@@ -1,0 +1,404 @@
+import Foundation
+import GRDB
+
+/// What applying one change did (``Keystore/apply(_:record:content:itemKey:)``).
+public enum ChangeOutcome: Equatable, Sendable {
+    /// The change is now the item's current version (its content, or its deletion).
+    case current
+    /// The change lost to a version it had not seen: its content is kept as a conflict copy.
+    case conflict
+    /// A version that another known change supersedes, or that loses to a later delete: it
+    /// is remembered, so that it never comes back, and changes nothing.
+    case superseded
+    /// This change was known already.
+    case duplicate
+}
+
+/// How a synced key's changes go out (`vault key sync`).
+public struct SyncSettings: Sendable {
+    /// The key.
+    public let keyID: [UInt8]
+    /// The group whose relays carry its changes.
+    public let groupID: [UInt8]
+    /// Seconds the relays keep each change.
+    public let lifetime: UInt64
+    /// Relays that must store a change for it to count as published.
+    public let minimumRelays: Int
+
+    init(row: Row) {
+        keyID = [UInt8](row["key_id"] as Data)
+        groupID = [UInt8](row["group_id"] as Data)
+        lifetime = UInt64(row["lifetime"] as Int64)
+        minimumRelays = row["min_relays"]
+    }
+}
+
+/// One change in an item's history (`vault item history`).
+public struct ItemHistoryEntry: Sendable {
+    /// The signed change.
+    public let change: ItemChange
+    /// When this machine learnt of it.
+    public let receivedAt: Date
+    /// What it is now: current, a conflict copy, superseded, or (for a delete) the deletion.
+    public let state: ChangeOutcome
+}
+
+/// A shared key's items kept alike on every holder's machine (Docs/RELAY.md, "Object
+/// sync"). Each item's rows hold exactly its put heads (``ItemHeads``): the winner under
+/// the item's id, each conflict copy under an id derived from the item's and its version,
+/// and every change ever learnt is kept as signed, so that the set of changes, not the
+/// order they came in, decides what an item is.
+extension Keystore {
+    /// How long the changes of a deleted item are kept before they are collected: past the
+    /// longest time any relay keeps a message (7 days by default, at most what the relay
+    /// operator sets), so an old change still on some relay finds its deletion here.
+    public static let tombstoneRetention: UInt64 = 30 * 86_400
+
+    /// The id under which the conflict copy of `item` at `version` is kept: the same on
+    /// every holder's machine, so `vault item show ID` names one copy everywhere.
+    public static func conflictID(item: [UInt8], version: ItemVersion) -> [UInt8] {
+        var counter = ByteWriter()
+        counter.u64(version.counter)
+        return Sodium.blake2b(outputLength: 16, key: "vault/v1/conflict", item, counter.bytes, version.author)
+    }
+
+    /// The group a shared key's changes are published to, if it is synced.
+    public func syncGroup(keyID: [UInt8]) throws(VaultError) -> [UInt8]? {
+        try syncSettings(keyID: keyID)?.groupID
+    }
+
+    /// How a synced key's changes are published.
+    public func syncSettings(keyID: [UInt8]) throws(VaultError) -> SyncSettings? {
+        try read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM key_sync WHERE key_id = ?", arguments: [Data(keyID)]).map(SyncSettings.init(row:))
+        }
+    }
+
+    /// Every synced key's settings.
+    public func syncedKeys() throws(VaultError) -> [SyncSettings] {
+        try read { db in try Row.fetchAll(db, sql: "SELECT * FROM key_sync ORDER BY since").map(SyncSettings.init(row:)) }
+    }
+
+    /// Whether `card` holds a share of key `keyID`, by the holder tags of the key's bundles
+    /// held here.
+    public func isHolder(_ card: KeyCard, keyID: [UInt8]) throws(VaultError) -> Bool {
+        try secrets().contains { $0.header.keyID == keyID && $0.header.index(of: card.agreementKey) != nil }
+    }
+
+    /// Every change known for items of `keyID` (for a snapshot), newest first.
+    public func knownChanges(keyID: [UInt8]) throws(VaultError) -> [(change: ItemChange, record: [UInt8])] {
+        try read { db in
+            try Data.fetchAll(db, sql: "SELECT record FROM item_change WHERE key_id = ?", arguments: [Data(keyID)]).map { data in
+                let record = [UInt8](data)
+                return (try ItemChange(record: record), record)
+            }.sorted { $0.change.version > $1.change.version }
+        }
+    }
+
+    /// Why `author` may not change the items of `keyID`, or nil when it may. It must be this
+    /// identity or a trusted peer, by its whole card (a card made of one holder's X25519 key
+    /// and someone else's Ed25519 key is not that holder), and a holder of the key: the
+    /// key's share bundles name every holder by a tag of its X25519 key.
+    public func authorRefusal(_ author: KeyCard, keyID: [UInt8]) throws(VaultError) -> String? {
+        let me = try identityInfo().card, peers = try peers()
+        guard me == author || peers.contains(where: { $0.card == author }) else { return "its author is not you nor a trusted peer" }
+        guard try sharedKey(id: keyID) != nil else { return "you hold no share of its key" }
+        guard try isHolder(author, keyID: keyID) else { return "its author does not hold its key" }
+        return nil
+    }
+
+    /// Applies a change that someone published: `record` is its signed record, already
+    /// read by ``ItemChange/init(record:)``; `content` opens a put's content (the item's
+    /// export), read only when the change is kept. The author must be allowed
+    /// (``authorRefusal(_:keyID:)``), the export must be the one the record hashes and name
+    /// the same item and key, and with `itemKey` (the key unlocked) its stream must open.
+    /// All of it is one transaction: a change is applied whole or not at all.
+    @discardableResult
+    public func apply<Content: ByteSource>(_ change: ItemChange, record: [UInt8], content: (() throws -> Content)?,
+                                           itemKey: (ItemHeader) throws -> SecureBytes?) throws -> ChangeOutcome {
+        if let refusal = try authorRefusal(change.author, keyID: change.keyID) {
+            throw VaultError.malformed(what: "the item change", detail: refusal)
+        }
+        return try Self.storage(on: home.directory) {
+            try database.write { db in
+                let known = try changes(item: change.itemID, db)
+                if let same = known.first(where: { $0.change.version == change.version }) {
+                    // An author never signs two changes with one version: two records
+                    // under one version mean its key signed something it should not have.
+                    guard same.record == record else {
+                        throw VaultError.malformed(what: "the item change", detail: "its author signed another change with the same version")
+                    }
+                    return .duplicate
+                }
+                guard known.allSatisfy({ $0.change.keyID == change.keyID }) else {
+                    throw VaultError.malformed(what: "the item change", detail: "its item belongs to another key")
+                }
+                let heads = try materialize(item: change.itemID, known: known.map { ItemHeads.Entry($0.change) },
+                                            adding: ItemHeads.Entry(change), db) { rowID in
+                    // A put sent without its content must be superseded by what came before it.
+                    guard let content else { throw VaultError.malformed(what: "the item change", detail: "its content was not sent") }
+                    try storeContent(of: change, from: content(), rowID: rowID, itemKey: itemKey, db)
+                }
+                try insert(change, record: record, published: true, db)
+                return Self.outcome(of: change.version, in: heads)
+            }
+        }
+    }
+
+    /// Makes a change by `author` to an item of synced `keyID`, superseding `supersedes`
+    /// (what the author saw as current), in the caller's transaction: `store` writes a put's
+    /// content under the row id it is given (the item's id: a local change counts past every
+    /// version known, so it is current), then the change is signed over the content as
+    /// stored, and kept to be published.
+    @discardableResult
+    func authorChange(_ operation: ItemChange.Operation, item itemID: [UInt8], keyID: [UInt8], supersedes: [ItemVersion],
+                      author: Identity, _ db: Database, store: ([UInt8], ItemVersion) throws -> StoredItem?) throws -> ItemChange {
+        precondition(supersedes.count <= ItemChange.maximumSuperseded)
+        let known = try changes(item: itemID, db)
+        let counter = try (Int64.fetchOne(db, sql: "SELECT counter FROM item_clock WHERE key_id = ?", arguments: [Data(keyID)]) ?? 0) + 1
+        let version = ItemVersion(counter: UInt64(counter), author: author.card.signingKey)
+        var stored: StoredItem?
+        _ = try materialize(item: itemID, known: known.map { ItemHeads.Entry($0.change) },
+                            adding: ItemHeads.Entry(version: version, operation: operation, supersedes: supersedes), db) { rowID in
+            stored = try store(rowID, version)
+        }
+        var length: UInt64 = 0
+        let hasher = SHA256Hasher()
+        if operation == .put {
+            guard let stored else { preconditionFailure("a local put is always current") }
+            try exportItem(stored, db) { bytes in
+                hasher.update(bytes)
+                length += UInt64(bytes.count)
+            }
+        }
+        let change = ItemChange(keyID: keyID, itemID: itemID, counter: version.counter, author: author.card, operation: operation,
+                                createdAt: UInt64(Date().timeIntervalSince1970), supersedes: supersedes, contentLength: length,
+                                contentHash: operation == .put ? hasher.finish() : [UInt8](repeating: 0, count: 32))
+        try insert(change, record: change.signed(by: author), published: false, db)
+        return change
+    }
+
+    /// Every change known for `itemID`, oldest first, with its state.
+    public func history(item itemID: [UInt8]) throws(VaultError) -> [ItemHistoryEntry] {
+        try read { db in
+            let known = try changes(item: itemID, db)
+            let heads = ItemHeads(known.map { ItemHeads.Entry($0.change) })
+            return known.map { ItemHistoryEntry(change: $0.change, receivedAt: $0.receivedAt, state: Self.outcome(of: $0.change.version, in: heads)) }
+                .sorted { $0.change.version < $1.change.version }
+        }
+    }
+
+    /// The item ids of `keyID` whose changes are known, and what they resolve to.
+    public func resolved(keyID: [UInt8]) throws(VaultError) -> [(item: [UInt8], heads: ItemHeads)] {
+        try read { db in
+            let ids = try Data.fetchAll(db, sql: "SELECT DISTINCT item_id FROM item_change WHERE key_id = ? ORDER BY item_id",
+                                        arguments: [Data(keyID)])
+            return try ids.map { id in
+                ([UInt8](id), ItemHeads(try changes(item: [UInt8](id), db).map { ItemHeads.Entry($0.change) }))
+            }
+        }
+    }
+
+    /// Changes made here and not yet stored on enough relays: their records, oldest first.
+    public func unpublishedChanges(keyID: [UInt8]) throws(VaultError) -> [ItemChange] {
+        try read { db in
+            try Data.fetchAll(db, sql: "SELECT record FROM item_change WHERE key_id = ? AND published = 0 ORDER BY counter",
+                              arguments: [Data(keyID)]).map { try ItemChange(record: [UInt8]($0)) }
+        }
+    }
+
+    /// Marks a change as stored on enough relays.
+    public func markPublished(_ change: ItemChange) throws(VaultError) {
+        try write { db in
+            try db.execute(sql: "UPDATE item_change SET published = 1 WHERE item_id = ? AND counter = ? AND author = ?",
+                           arguments: [Data(change.itemID), Int64(change.version.counter), Data(change.version.author)])
+        }
+    }
+
+    /// The signed record of a known change.
+    public func record(of change: ItemChange) throws(VaultError) -> [UInt8]? {
+        try read { db in
+            try Data.fetchOne(db, sql: "SELECT record FROM item_change WHERE item_id = ? AND counter = ? AND author = ?",
+                              arguments: [Data(change.itemID), Int64(change.version.counter), Data(change.version.author)])
+                .map { [UInt8]($0) }
+        }
+    }
+
+    /// Collects the changes of items of `keyID` deleted everywhere (their heads all
+    /// deletes) whose newest change came more than ``tombstoneRetention`` before `now`.
+    /// Returns how many items' histories went.
+    @discardableResult
+    public func collectTombstones(keyID: [UInt8], now: Date = Date()) throws(VaultError) -> Int {
+        let cutoff = Int64(now.timeIntervalSince1970) - Int64(Self.tombstoneRetention)
+        return try write { db in
+            var collected = 0
+            let ids = try Data.fetchAll(db, sql: "SELECT item_id FROM item_change WHERE key_id = ? GROUP BY item_id HAVING max(received_at) < ?",
+                                        arguments: [Data(keyID), cutoff])
+            for id in ids {
+                let heads = ItemHeads(try changes(item: [UInt8](id), db).map { ItemHeads.Entry($0.change) })
+                guard heads.keptPuts.isEmpty else { continue }
+                try db.execute(sql: "DELETE FROM item_change WHERE item_id = ?", arguments: [id])
+                collected += 1
+            }
+            return collected
+        }
+    }
+
+    /// Checks an item stored unopened (received while its key was locked) now that its item
+    /// key is at hand: its stream must open, and its payload agree with its header (as far as
+    /// a password layer lets that be seen). Marks it opened; throws when it does not open.
+    public func checkUnopened(_ item: StoredItem, itemKey: SecureBytes) throws {
+        try Self.storage(on: home.directory) {
+            try database.write { db in
+                let check = ImportCheck(item.header)
+                let opener = StreamOpener(key: itemKey, emit: check.write)
+                let source = try BlobRows(db: db, sql: "SELECT data FROM item_chunk WHERE item_id = ? ORDER BY seq", id: item.id)
+                var buffer = [UInt8](repeating: 0, count: SecretStream.sealedChunkLength)
+                do {
+                    while true {
+                        let count = try buffer.withUnsafeMutableBytes { try source.read(into: $0) }
+                        if count == 0 { break }
+                        try buffer.withUnsafeBytes { try opener.write(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+                    }
+                    try opener.finish()
+                    try check.finish()
+                } catch {
+                    throw Self.openingFailure(error)
+                }
+                try db.execute(sql: "UPDATE item SET unopened = 0, size = ? WHERE id = ?", arguments: [Int64(check.size), Data(item.id)])
+            }
+        }
+    }
+
+    // MARK: - Inside a transaction
+
+    /// What the changes known for `itemID` make of it.
+    func heads(item itemID: [UInt8], _ db: Database) throws -> ItemHeads {
+        ItemHeads(try changes(item: itemID, db).map { ItemHeads.Entry($0.change) })
+    }
+
+    private struct KnownChange {
+        let change: ItemChange
+        let record: [UInt8]
+        let receivedAt: Date
+    }
+
+    private func changes(item itemID: [UInt8], _ db: Database) throws -> [KnownChange] {
+        try Row.fetchAll(db, sql: "SELECT record, received_at FROM item_change WHERE item_id = ?", arguments: [Data(itemID)]).map { row in
+            let record = [UInt8](row[0] as Data)
+            return KnownChange(change: try ItemChange(record: record), record: record,
+                               receivedAt: Date(timeIntervalSince1970: TimeInterval(row[1] as Int64)))
+        }
+    }
+
+    private func insert(_ change: ItemChange, record: [UInt8], published: Bool, _ db: Database) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO item_change (item_id, counter, author, key_id, operation, record, received_at, published)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [Data(change.itemID), Int64(change.version.counter), Data(change.version.author), Data(change.keyID),
+                        Int(change.operation.rawValue), Data(record), Int64(Date().timeIntervalSince1970), published ? 1 : 0])
+        // The clock counts past every version seen, so this machine's next change is later
+        // than all of them (Lamport).
+        try db.execute(sql: """
+            INSERT INTO item_clock (key_id, counter) VALUES (?, ?)
+            ON CONFLICT (key_id) DO UPDATE SET counter = max(counter, excluded.counter)
+            """, arguments: [Data(change.keyID), Int64(change.version.counter)])
+    }
+
+    /// Moves the item's rows so that they hold exactly the put heads once `entry` joins
+    /// `known`: a put no longer a head loses its row, the winner's row takes the item's id,
+    /// a conflict copy's row its own id; `store` writes `entry`'s content under the id it
+    /// is given, when `entry` is a kept put. Returns the new heads.
+    private func materialize(item itemID: [UInt8], known: [ItemHeads.Entry], adding entry: ItemHeads.Entry, _ db: Database,
+                             store: ([UInt8]) throws -> Void) throws -> ItemHeads {
+        let before = ItemHeads(known)
+        let after = ItemHeads(known + [entry])
+        func rowID(_ version: ItemVersion, _ heads: ItemHeads) -> [UInt8] {
+            version == heads.winner?.version ? itemID : Self.conflictID(item: itemID, version: version)
+        }
+        try db.execute(sql: "PRAGMA defer_foreign_keys = ON")
+        let kept = Set(after.keptPuts.map(\.version))
+        var moves: [(from: [UInt8], to: [UInt8])] = []
+        for put in before.keptPuts {
+            let old = rowID(put.version, before)
+            if !kept.contains(put.version) {
+                try db.execute(sql: "DELETE FROM item WHERE id = ?", arguments: [Data(old)])
+            } else if rowID(put.version, after) != old {
+                moves.append((old, rowID(put.version, after)))
+            }
+        }
+        // Two rows may trade ids (the winner becomes a conflict copy and a copy the
+        // winner): each goes to a free id first.
+        let parked = moves.map { ($0, SecureRandom().bytes(16)) }
+        for (move, temporary) in parked { try moveItemRow(move.from, to: temporary, db) }
+        for (move, temporary) in parked { try moveItemRow(temporary, to: move.to, db) }
+        if entry.operation == .put, kept.contains(entry.version) {
+            let id = rowID(entry.version, after)
+            guard try Int.fetchOne(db, sql: "SELECT count(*) FROM item WHERE id = ?", arguments: [Data(id)]) == 0 else {
+                throw VaultError.malformed(what: "the item change", detail: "an item that is not synced has its id")
+            }
+            try store(id)
+        }
+        return after
+    }
+
+    func moveItemRow(_ from: [UInt8], to: [UInt8], _ db: Database) throws {
+        try db.execute(sql: "UPDATE item SET id = ? WHERE id = ?", arguments: [Data(to), Data(from)])
+        try db.execute(sql: "UPDATE item_chunk SET item_id = ? WHERE item_id = ?", arguments: [Data(to), Data(from)])
+    }
+
+    /// Stores a put's content under `rowID`, checking it as it streams: the export's
+    /// header names the change's item and key, the bytes are exactly the ones the record
+    /// hashes, and, with the key unlocked, the stream opens.
+    private func storeContent(of change: ItemChange, from source: some ByteSource, rowID: [UInt8],
+                              itemKey: (ItemHeader) throws -> SecureBytes?, _ db: Database) throws {
+        var hashed = HashingSource(BoundedSource(source, length: change.contentLength))
+        let (header, streamLength) = try ItemExport.parsePrefix { try hashed.readFully($0) }
+        guard header.itemID == change.itemID, header.keyID == change.keyID else {
+            throw VaultError.malformed(what: "the item change", detail: "its content is another item")
+        }
+        _ = try storeItem(header, streamLength: streamLength, from: &hashed, key: try itemKey(header), markNew: true, db,
+                          id: rowID, version: change.version)
+        guard hashed.count == change.contentLength, Sodium.equal(hashed.finish(), change.contentHash) else {
+            throw VaultError.corruptSecret("the item change's content is not the one its author signed")
+        }
+    }
+
+    /// An item's export, from inside a transaction.
+    func exportItem(_ item: StoredItem, _ db: Database, to emit: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try ItemExport.prefix(item.header, streamLength: item.streamLength).withUnsafeBytes { try emit($0) }
+        let source = try BlobRows(db: db, sql: "SELECT data FROM item_chunk WHERE item_id = ? ORDER BY seq", id: item.id)
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = try buffer.withUnsafeMutableBytes { try source.read(into: $0) }
+            if count == 0 { break }
+            try buffer.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+        }
+    }
+
+    private static func outcome(of version: ItemVersion, in heads: ItemHeads) -> ChangeOutcome {
+        if version == heads.winner?.version { return .current }
+        return heads.conflicts.contains { $0.version == version } ? .conflict : .superseded
+    }
+}
+
+/// A source that hashes (SHA-256) and counts what is read through it.
+struct HashingSource<Base: ByteSource>: ByteSource {
+    private var base: Base
+    private let hasher = SHA256Hasher()
+    /// Bytes read so far.
+    private(set) var count: UInt64 = 0
+
+    init(_ base: Base) { self.base = base }
+
+    mutating func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        let got = try base.read(into: buffer)
+        hasher.update(UnsafeRawBufferPointer(rebasing: buffer[..<got]))
+        count += UInt64(got)
+        return got
+    }
+
+    func finish() -> [UInt8] { hasher.finish() }
+}
