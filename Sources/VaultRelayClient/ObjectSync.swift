@@ -36,18 +36,31 @@ public enum ObjectSync {
     /// group. They count as published once the key's minimum of relays stored it.
     public static func publish(keyID: [UInt8], keystore: Keystore, identity: Identity, report: inout SyncReport) async throws {
         guard let settings = try keystore.syncSettings(keyID: keyID) else { throw VaultError.unknownKey(keyID.hex) }
-        let changes = try keystore.unpublishedChanges(keyID: keyID).sorted { $0.version > $1.version }
-        guard !changes.isEmpty else { return }
+        let unpublished = try keystore.unpublishedChanges(keyID: keyID)
+        guard !unpublished.isEmpty else { return }
         let group = try group(of: settings, keystore: keystore)
         let recipients = try holders(of: keyID, in: group, keystore: keystore, except: identity.card)
         let name = try keyName(keyID, keystore)
         guard !recipients.isEmpty else {
             throw VaultError.invalidSecret("no other member of group \(group.name) holds key '\(name)': its changes stay here")
         }
-        // A put's content is the row that holds its version, if a later change has not
-        // replaced it: that change, newer, goes earlier in the same message.
+        // A put's content is the row that holds its version. A put replaced since (here, or
+        // by another holder who saw it) goes without content, after the changes that
+        // replaced it, which go along even if they came from others: a receiver meets them
+        // first, and never needs the content it was not sent.
         let rows = Dictionary(try keystore.items(keyID: keyID).compactMap { row in row.version.map { ($0, row) } },
                               uniquingKeysWith: { a, _ in a })
+        let known = try keystore.knownChanges(keyID: keyID).map(\.change)
+        var changes = unpublished, included = Set(unpublished.map(\.version)), index = 0
+        while index < changes.count {
+            let change = changes[index]
+            index += 1
+            guard change.operation == .put, rows[change.version] == nil else { continue }
+            for later in known where later.itemID == change.itemID && later.supersedes.contains(change.version) {
+                if included.insert(later.version).inserted { changes.append(later) }
+            }
+        }
+        changes.sort { $0.version > $1.version }
         let request = ObjectMessage.Request(groupID: group.id, kind: .changes, keyID: keyID, recipients: recipients,
                                             lifetime: settings.lifetime, deleteWhenConfirmed: true)
         let accepted = try await send(request, group: group, keystore: keystore, identity: identity) { emit in
@@ -60,8 +73,8 @@ public enum ObjectSync {
         guard accepted >= settings.minimumRelays else {
             throw VaultError.invalidSecret("only \(accepted) of the \(settings.minimumRelays) relays needed stored the changes to '\(name)'; they stay here for the next sync")
         }
-        for change in changes { try keystore.markPublished(change) }
-        report.published.append((name, changes.count, accepted))
+        for change in unpublished { try keystore.markPublished(change) }
+        report.published.append((name, unpublished.count, accepted))
     }
 
     /// Asks the other holders of `keyID` in its group for their whole state of the key
@@ -106,7 +119,9 @@ public enum ObjectSync {
                 // hand before) are not stated again (``Keystore/startSync``).
                 var arriving: [[UInt8]: Set<[UInt8]>] = [:]
                 try ObjectEntries.read(path: plain) { change, _, _ in
-                    if change.operation == .put { arriving[change.itemID, default: []].insert(change.contentHash) }
+                    guard change.operation == .put, change.keyID == header.keyID,
+                          try keystore.authorRefusal(change.author, keyID: change.keyID) == nil else { return }
+                    arriving[change.itemID, default: []].insert(change.contentHash)
                 }
                 // The sender's TTL, within what deletions are kept for.
                 let lifetime = min(max(1, header.expiresAt - min(header.expiresAt, header.createdAt)), Keystore.tombstoneRetention)
@@ -116,7 +131,14 @@ public enum ObjectSync {
             }
             switch header.kind {
             case .snapshotRequest:
-                try await sendSnapshot(keyID: header.keyID, to: sender, in: group, keystore: keystore, identity: identity)
+                // A snapshot that could not be sent is tried again at the next run: the
+                // request stays on the relays.
+                do {
+                    try await sendSnapshot(keyID: header.keyID, to: sender, in: group, keystore: keystore, identity: identity)
+                } catch {
+                    report.problems.append("could not send the state of '\(try keyName(header.keyID, keystore))' to \(sender.label): \(VaultError.words(for: error)); tried again next time")
+                    return false
+                }
                 report.sync.snapshotsSent.append((try keyName(header.keyID, keystore), sender.label.value))
             case .changes, .snapshot:
                 // Conflict copies are counted by what the message left, not change by
@@ -136,8 +158,12 @@ public enum ObjectSync {
                         case .superseded: report.sync.superseded += 1
                         case .duplicate: report.sync.duplicates += 1
                         }
-                    } catch VaultError.storage(let reason) {
-                        throw VaultError.storage(reason)
+                    } catch let error as VaultError {
+                        // This machine failing (its disk) is not the change's fault.
+                        switch error {
+                        case .storage, .fileSystem: throw error
+                        default: report.problems.append("change \(change.version) to item \(change.itemID.hex.prefix(8)) from \(sender.label): \(VaultError.words(for: error)); not applied")
+                        }
                     } catch {
                         report.problems.append("change \(change.version) to item \(change.itemID.hex.prefix(8)) from \(sender.label): \(VaultError.words(for: error)); not applied")
                     }

@@ -43,12 +43,7 @@ public enum ItemCrypto {
         let layer = PasswordLayerParser(payload: parser, password: password)
         let opener = StreamOpener(key: itemKey, emit: layer.write)
         do {
-            var buffer = [UInt8](repeating: 0, count: SecretStream.sealedChunkLength)
-            while true {
-                let count = try buffer.withUnsafeMutableBytes { try source.read(into: $0) }
-                if count == 0 { break }
-                try buffer.withUnsafeBytes { try opener.write(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
-            }
+            try source.forEachChunk(of: SecretStream.sealedChunkLength, opener.write)
             try opener.finish()
             try layer.finish()
         } catch {

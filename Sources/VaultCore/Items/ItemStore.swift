@@ -158,22 +158,23 @@ extension Keystore {
                     _ db: Database, id: [UInt8]? = nil, version: ItemVersion? = nil) throws -> StoredItem {
         let rows = try ItemRows(db: db, itemID: id ?? newHeader.itemID)
         let sealer = try StreamSealer(key: newItemKey, emit: rows.write)
-        let opener = StreamOpener(key: itemKey, emit: sealer.write)
-        let source = try BlobRows(db: db, sql: "SELECT data FROM item_chunk WHERE item_id = ? ORDER BY seq", id: sourceID)
-        var buffer = [UInt8](repeating: 0, count: SecretStream.sealedChunkLength)
+        try openStoredStream(sourceID, itemKey: itemKey, db, emit: sealer.write)
+        try sealer.finish()
+        try rows.flush()
+        return try insert(newHeader, size: size, streamLength: rows.total, isNew: false, db, id: id, version: version)
+    }
+
+    /// Opens the stream stored under row `id` with `itemKey`, in the caller's transaction:
+    /// only authenticated plaintext reaches `emit`.
+    func openStoredStream(_ id: [UInt8], itemKey: SecureBytes, _ db: Database, emit: @escaping (UnsafeRawBufferPointer) throws -> Void) throws {
+        var source = try BlobRows(db: db, sql: "SELECT data FROM item_chunk WHERE item_id = ? ORDER BY seq", id: id)
+        let opener = StreamOpener(key: itemKey, emit: emit)
         do {
-            while true {
-                let count = try buffer.withUnsafeMutableBytes { try source.read(into: $0) }
-                if count == 0 { break }
-                try buffer.withUnsafeBytes { try opener.write(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
-            }
+            try source.forEachChunk(of: SecretStream.sealedChunkLength, opener.write)
             try opener.finish()
         } catch {
             throw Self.openingFailure(error)
         }
-        try sealer.finish()
-        try rows.flush()
-        return try insert(newHeader, size: size, streamLength: rows.total, isNew: false, db, id: id, version: version)
     }
 
     /// Writes the item's export (§13) to `emit`, streaming.
@@ -181,6 +182,13 @@ extension Keystore {
         try Self.storage(on: home.directory) {
             try database.read { db in try exportItem(item, db, to: emit) }
         }
+    }
+
+    /// An item's export, from inside a transaction.
+    func exportItem(_ item: StoredItem, _ db: Database, to emit: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try ItemExport.prefix(item.header, streamLength: item.streamLength).withUnsafeBytes { try emit($0) }
+        var source = try BlobRows(db: db, sql: "SELECT data FROM item_chunk WHERE item_id = ? ORDER BY seq", id: item.id)
+        try source.forEachChunk(emit)
     }
 
     /// Every item, newest first, or only those under `keyID`.

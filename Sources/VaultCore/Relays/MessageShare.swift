@@ -61,93 +61,46 @@ public struct IncomingMessageShare {
     /// The verified header, once the prefix is in.
     public private(set) var header: MessageHeader?
     /// Bytes of the prefix (magic to signature), once the header is in.
-    public private(set) var prefixLength = 0
+    public var prefixLength: Int { reader.prefixLength }
     /// The whole share's length, by its header.
-    public private(set) var length: UInt64 = 0
+    public var length: UInt64 { reader.length }
     /// The recipients' boxes, once they are in.
-    private(set) var boxes: [UInt8] = []
-    private var prefix: [UInt8] = []
-    private var taken: UInt64 = 0
+    var boxes: [UInt8] { reader.boxes }
+    private var reader: BoxedFrameReader
     private var hasher: PieceHasher?
-    private let maximumLength: UInt64
 
     /// The largest share any relay may accept (`vault relay serve --max-message` is at most
     /// this): 1 GiB.
     public static let largest: UInt64 = 1 << 30
 
     /// Ready for a share of at most `maximumLength` bytes.
-    public init(maximumLength: UInt64) { self.maximumLength = maximumLength }
+    public init(maximumLength: UInt64) {
+        reader = BoxedFrameReader(magic: MessageShare.magic, version: MessageShare.version, what: "the message share",
+                                  maximumHeaderLength: MessageHeader.maximumLength, maximumLength: maximumLength)
+    }
 
     /// Takes the next bytes. Throws as soon as they cannot be a valid share: a bad prefix
     /// or signature, a share longer than its header says or than `maximumLength`.
     public mutating func take(_ bytes: UnsafeRawBufferPointer) throws(VaultError) {
-        var rest = bytes
-        while header == nil, rest.count > 0 {
-            let want = prefixWanted()
-            let part = min(rest.count, want - prefix.count)
-            prefix += rest[..<part]
-            rest = UnsafeRawBufferPointer(rebasing: rest[part...])
-            // A wrong start is refused at once, not after the length it claims.
-            if prefix.count == 9 { try checkStart() }
-            if prefix.count == want, want > 9 { try parsePrefix() }
-        }
-        guard header != nil, rest.count > 0 else { return }
-        guard taken + UInt64(rest.count) <= length - UInt64(prefixLength) else {
-            throw .malformed(what: "the message share", detail: "bytes follow its end")
-        }
-        let boxesLength = header!.recipients.count * MessageShare.boxLength
-        if boxes.count < boxesLength {
-            let part = min(rest.count, boxesLength - boxes.count)
-            boxes += rest[..<part]
-            rest = UnsafeRawBufferPointer(rebasing: rest[part...])
-            taken += UInt64(part)
-        }
-        if rest.count > 0 {
-            hasher!.update(rest)
-            taken += UInt64(rest.count)
-        }
+        var parsed: MessageHeader?, hasher = self.hasher
+        try reader.take(bytes, header: { encoded, signature throws(VaultError) in
+            let header = try MessageHeader(parsing: encoded)
+            guard header.sender.verify(signature: signature, of: MessageShare.signatureDomain + encoded) else {
+                throw .badSignature(what: "the message share")
+            }
+            parsed = header
+            hasher = PieceHasher(threshold: header.threshold)
+            return .init(boxes: header.recipients.count, rest: header.pieceLength)
+        }, rest: { hasher!.update($0) })
+        if let parsed { header = parsed }
+        self.hasher = hasher
     }
 
     /// Checks that the whole share came, and that its piece matches the commitment.
     public mutating func finish() throws(VaultError) {
-        guard let header, taken == length - UInt64(prefixLength) else { throw .truncated(what: "the message share") }
+        guard let header, reader.isComplete else { throw .truncated(what: "the message share") }
         guard Sodium.equal(hasher!.finish(), header.commitments[header.index - 1]) else {
             throw .corruptSecret("the message share's piece does not match its sender's commitment")
         }
-    }
-
-    /// How many prefix bytes are wanted now: the first 9, then the rest.
-    private func prefixWanted() -> Int {
-        guard prefix.count >= 9 else { return 9 }
-        return 9 + SignedFrame.bodyLength(prefix) + 64
-    }
-
-    private func checkStart() throws(VaultError) {
-        guard Array(prefix[0..<4]) == MessageShare.magic else {
-            throw .malformed(what: "the message share", detail: "not a vault message share")
-        }
-        guard prefix[4] == MessageShare.version else {
-            throw .unsupportedVersion(what: "the message share", version: prefix[4], supported: MessageShare.version)
-        }
-        guard prefixWanted() - 9 - 64 <= MessageHeader.maximumLength else {
-            throw .malformed(what: "the message share", detail: "header too long")
-        }
-    }
-
-    private mutating func parsePrefix() throws(VaultError) {
-        let headerLength = prefixWanted() - 9 - 64
-        let encoded = Array(prefix[9..<(9 + headerLength)])
-        let parsed = try MessageHeader(parsing: encoded)
-        guard parsed.sender.verify(signature: Array(prefix[(9 + headerLength)...]), of: MessageShare.signatureDomain + encoded) else {
-            throw .badSignature(what: "the message share")
-        }
-        let total = UInt64(prefix.count) + UInt64(parsed.recipients.count * MessageShare.boxLength) + parsed.pieceLength
-        guard total <= maximumLength else {
-            throw .malformed(what: "the message share", detail: "it is \(total) bytes, over the limit of \(maximumLength)")
-        }
-        header = parsed
-        prefixLength = prefix.count
-        length = total
-        hasher = PieceHasher(threshold: parsed.threshold)
     }
 }

@@ -15,6 +15,16 @@ extension ByteSource {
         return filled == count ? out : Array(out[0..<filled])
     }
 
+    /// Reads to the end, handing `body` each read of at most `size` bytes.
+    public mutating func forEachChunk(of size: Int = 1 << 16, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        var buffer = [UInt8](repeating: 0, count: size)
+        while true {
+            let count = try buffer.withUnsafeMutableBytes { try read(into: $0) }
+            if count == 0 { return }
+            try buffer.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+        }
+    }
+
     /// Reads until `buffer` is full or the source ends; returns the bytes read.
     mutating func fill(_ buffer: UnsafeMutableRawBufferPointer) throws -> Int {
         var filled = 0

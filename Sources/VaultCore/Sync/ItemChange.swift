@@ -44,6 +44,10 @@ public struct ItemChange: Equatable, Sendable {
     /// SHA-256 of the content; zeros for a delete.
     public let contentHash: [UInt8]
 
+    /// The highest counter a change may carry: 2^48. Far past what people edit, and far
+    /// below where a counter one above it could overflow, so that a holder who signs a huge
+    /// counter can use the key up (later changes are refused in words) but not crash it.
+    public static let maximumCounter: UInt64 = 1 << 48
     /// At most this many versions superseded by one change (and so at most this many
     /// conflicting copies of one item are resolved at once).
     public static let maximumSuperseded = 16
@@ -96,6 +100,17 @@ public struct ItemChange: Equatable, Sendable {
     /// Reads and verifies a signed record: its framing, its fields and its author's
     /// signature. What it says about the item is checked by the keystore that applies it.
     public init(record bytes: [UInt8]) throws(VaultError) {
+        try self.init(record: bytes, verify: true)
+    }
+
+    /// A record read back from the keystore, where it was stored only after its signature
+    /// verified: it is parsed again, not verified again (an item's history is read at
+    /// every change to it).
+    init(stored bytes: [UInt8]) throws(VaultError) {
+        try self.init(record: bytes, verify: false)
+    }
+
+    private init(record bytes: [UInt8], verify: Bool) throws(VaultError) {
         func fail(_ detail: String) -> VaultError { .malformed(what: "the item change", detail: detail) }
         guard bytes.count >= SignedFrame.startLength + 64, Array(bytes[0..<4]) == Self.magic else { throw fail("not a vault item change") }
         guard bytes[4] == Self.formatVersion else {
@@ -129,7 +144,7 @@ public struct ItemChange: Equatable, Sendable {
         }
         // Counters are kept as signed 64-bit integers, and a change never supersedes itself
         // or a later version (its author counted past what it saw).
-        guard counter > 0, counter <= UInt64(Int64.max) else { throw fail("its counter is out of range") }
+        guard counter > 0, counter <= Self.maximumCounter else { throw fail("its counter is out of range") }
         guard supersedes == supersedes.sorted(), Set(supersedes).count == supersedes.count,
               supersedes.allSatisfy({ $0.counter < counter }) else { throw fail("it supersedes a version it cannot have seen") }
         switch operation {
@@ -141,7 +156,7 @@ public struct ItemChange: Equatable, Sendable {
             guard contentLength == 0, contentHash.allSatisfy({ $0 == 0 }) else { throw fail("a delete carries content") }
         }
         guard body == self.body() else { throw fail("it is not canonically encoded") }
-        guard author.verify(signature: Array(bytes.suffix(64)), of: Self.signatureDomain + body) else {
+        guard !verify || author.verify(signature: Array(bytes.suffix(64)), of: Self.signatureDomain + body) else {
             throw .badSignature(what: "the item change")
         }
     }

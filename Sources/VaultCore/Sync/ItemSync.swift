@@ -90,7 +90,7 @@ extension Keystore {
         try read { db in
             try Data.fetchAll(db, sql: "SELECT record FROM item_change WHERE key_id = ?", arguments: [Data(keyID)]).map { data in
                 let record = [UInt8](data)
-                return (try ItemChange(record: record), record)
+                return (try ItemChange(stored: record), record)
             }.sorted { $0.change.version > $1.change.version }
         }
     }
@@ -155,8 +155,11 @@ extension Keystore {
                       author: Identity, _ db: Database, store: ([UInt8], ItemVersion) throws -> StoredItem?) throws -> ItemChange {
         precondition(supersedes.count <= ItemChange.maximumSuperseded)
         let known = try changes(item: itemID, db)
-        let counter = try (Int64.fetchOne(db, sql: "SELECT counter FROM item_clock WHERE key_id = ?", arguments: [Data(keyID)]) ?? 0) + 1
-        let version = ItemVersion(counter: UInt64(counter), author: author.card.signingKey)
+        let clock = UInt64(try Int64.fetchOne(db, sql: "SELECT counter FROM item_clock WHERE key_id = ?", arguments: [Data(keyID)]) ?? 0)
+        guard clock < ItemChange.maximumCounter else {
+            throw VaultError.invalidSecret("the key's version counter is used up (a holder signed a change numbered \(clock)): make a new key")
+        }
+        let version = ItemVersion(counter: clock + 1, author: author.card.signingKey)
         var stored: StoredItem?
         _ = try materialize(item: itemID, known: known.map { ItemHeads.Entry($0.change) },
                             adding: ItemHeads.Entry(version: version, operation: operation, supersedes: supersedes), db) { rowID in
@@ -203,7 +206,7 @@ extension Keystore {
     public func unpublishedChanges(keyID: [UInt8]) throws(VaultError) -> [ItemChange] {
         try read { db in
             try Data.fetchAll(db, sql: "SELECT record FROM item_change WHERE key_id = ? AND published = 0 ORDER BY counter",
-                              arguments: [Data(keyID)]).map { try ItemChange(record: [UInt8]($0)) }
+                              arguments: [Data(keyID)]).map { try ItemChange(stored: [UInt8]($0)) }
         }
     }
 
@@ -224,20 +227,28 @@ extension Keystore {
         }
     }
 
-    /// Collects the changes of items of `keyID` deleted everywhere (their heads all
-    /// deletes) whose newest change came more than ``tombstoneRetention`` before `now`.
-    /// Returns how many items' histories went.
+    /// Collects the history of items of `keyID` that are deleted (every head a delete) and
+    /// whose newest change came more than ``tombstoneRetention`` before `now`: the changes
+    /// the deletes superseded go; the deletes themselves (a few hundred bytes each) stay, so
+    /// a put made beside a delete and delivered late still loses to it, or is kept as a
+    /// conflict copy, as on a machine that collected nothing. Returns how many items'
+    /// histories were collected.
     @discardableResult
     public func collectTombstones(keyID: [UInt8], now: Date = Date()) throws(VaultError) -> Int {
         let cutoff = Int64(now.timeIntervalSince1970) - Int64(Self.tombstoneRetention)
         return try write { db in
             var collected = 0
-            let ids = try Data.fetchAll(db, sql: "SELECT item_id FROM item_change WHERE key_id = ? GROUP BY item_id HAVING max(received_at) < ?",
-                                        arguments: [Data(keyID), cutoff])
+            let ids = try Data.fetchAll(db, sql: """
+                SELECT item_id FROM item_change WHERE key_id = ? GROUP BY item_id HAVING max(received_at) < ? AND count(*) > 1
+                """, arguments: [Data(keyID), cutoff])
             for id in ids {
-                let heads = ItemHeads(try changes(item: [UInt8](id), db).map { ItemHeads.Entry($0.change) })
+                let heads = try heads(item: [UInt8](id), db)
                 guard heads.keptPuts.isEmpty else { continue }
-                try db.execute(sql: "DELETE FROM item_change WHERE item_id = ?", arguments: [id])
+                let kept = Set(heads.heads.map(\.version))
+                for change in try changes(item: [UInt8](id), db).map(\.change) where !kept.contains(change.version) {
+                    try db.execute(sql: "DELETE FROM item_change WHERE item_id = ? AND counter = ? AND author = ?",
+                                   arguments: [id, Int64(change.version.counter), Data(change.version.author)])
+                }
                 collected += 1
             }
             return collected
@@ -251,20 +262,8 @@ extension Keystore {
         try Self.storage(on: home.directory) {
             try database.write { db in
                 let check = ImportCheck(item.header)
-                let opener = StreamOpener(key: itemKey, emit: check.write)
-                let source = try BlobRows(db: db, sql: "SELECT data FROM item_chunk WHERE item_id = ? ORDER BY seq", id: item.id)
-                var buffer = [UInt8](repeating: 0, count: SecretStream.sealedChunkLength)
-                do {
-                    while true {
-                        let count = try buffer.withUnsafeMutableBytes { try source.read(into: $0) }
-                        if count == 0 { break }
-                        try buffer.withUnsafeBytes { try opener.write(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
-                    }
-                    try opener.finish()
-                    try check.finish()
-                } catch {
-                    throw Self.openingFailure(error)
-                }
+                try openStoredStream(item.id, itemKey: itemKey, db, emit: check.write)
+                do { try check.finish() } catch { throw Self.openingFailure(error) }
                 try db.execute(sql: "UPDATE item SET unopened = 0, size = ? WHERE id = ?", arguments: [Int64(check.size), Data(item.id)])
             }
         }
@@ -286,7 +285,7 @@ extension Keystore {
     private func changes(item itemID: [UInt8], _ db: Database) throws -> [KnownChange] {
         try Row.fetchAll(db, sql: "SELECT record, received_at FROM item_change WHERE item_id = ?", arguments: [Data(itemID)]).map { row in
             let record = [UInt8](row[0] as Data)
-            return KnownChange(change: try ItemChange(record: record), record: record,
+            return KnownChange(change: try ItemChange(stored: record), record: record,
                                receivedAt: Date(timeIntervalSince1970: TimeInterval(row[1] as Int64)))
         }
     }
@@ -363,18 +362,6 @@ extension Keystore {
                           id: rowID, version: change.version)
         guard hashed.count == change.contentLength, Sodium.equal(hashed.finish(), change.contentHash) else {
             throw VaultError.corruptSecret("the item change's content is not the one its author signed")
-        }
-    }
-
-    /// An item's export, from inside a transaction.
-    func exportItem(_ item: StoredItem, _ db: Database, to emit: (UnsafeRawBufferPointer) throws -> Void) throws {
-        try ItemExport.prefix(item.header, streamLength: item.streamLength).withUnsafeBytes { try emit($0) }
-        let source = try BlobRows(db: db, sql: "SELECT data FROM item_chunk WHERE item_id = ? ORDER BY seq", id: item.id)
-        var buffer = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let count = try buffer.withUnsafeMutableBytes { try source.read(into: $0) }
-            if count == 0 { break }
-            try buffer.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
         }
     }
 

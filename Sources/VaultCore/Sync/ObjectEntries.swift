@@ -7,6 +7,10 @@ import Foundation
 /// message: entries go newest first, so a receiver meets the successor first and never
 /// needs the content it was not sent.
 public enum ObjectEntries {
+    /// The most entries one message may carry: more than any key's history, and a bound on
+    /// the work one message can ask for.
+    public static let maximumEntries = 100_000
+
     /// Writes one entry to `emit`: the record, then the content that `content` writes (nil:
     /// none).
     public static func write(record: [UInt8], content: (((UnsafeRawBufferPointer) throws -> Void) throws -> Void)?,
@@ -21,9 +25,14 @@ public enum ObjectEntries {
     /// of exactly its length, which it may read or leave; what it leaves is skipped.
     public static func read(path: String, _ body: (ItemChange, [UInt8], BoundedSource<FileSource>?) throws -> Void) throws {
         var source = try FileSource(path: path)
+        var count = 0
         while true {
             let start = try source.readFully(SignedFrame.startLength)
             if start.isEmpty { return }
+            count += 1
+            guard count <= maximumEntries else {
+                throw VaultError.malformed(what: "the object message", detail: "it has more than \(maximumEntries) entries")
+            }
             guard let length = ItemChange.recordLength(start: start) else {
                 throw VaultError.malformed(what: "the object message", detail: "an entry is not an item change")
             }

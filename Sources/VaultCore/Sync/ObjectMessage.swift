@@ -196,13 +196,8 @@ public enum ObjectMessage {
                                    random: random)
                 try box.withUnsafeBytes { try output.write($0) }
             }
-            let source = try FileSource(path: sealedPath)
-            var buffer = [UInt8](repeating: 0, count: 1 << 16)
-            while true {
-                let count = try buffer.withUnsafeMutableBytes { try source.read(into: $0) }
-                if count == 0 { break }
-                try buffer.withUnsafeBytes { try output.write(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
-            }
+            var source = try FileSource(path: sealedPath)
+            try source.forEachChunk { try output.write($0) }
             try output.commit()
         } catch {
             unlink(path)
@@ -255,90 +250,46 @@ public struct IncomingObjectMessage {
     /// The verified header, once the prefix is in.
     public private(set) var header: ObjectHeader?
     /// Bytes of the prefix (magic to signature).
-    public private(set) var prefixLength = 0
+    public var prefixLength: Int { reader.prefixLength }
     /// The whole message's length, by its header.
-    public private(set) var length: UInt64 = 0
+    public var length: UInt64 { reader.length }
     /// The recipients' boxes, once they are in.
-    public private(set) var boxes: [UInt8] = []
-    private var prefix: [UInt8] = []
-    private var taken: UInt64 = 0
+    public var boxes: [UInt8] { reader.boxes }
+    private var reader: BoxedFrameReader
     private let hasher = SHA256Hasher()
-    private let maximumLength: UInt64
 
     /// Whether `start` (at least 4 bytes) begins an object message rather than a share.
     public static func starts(_ start: some Collection<UInt8>) -> Bool { Array(start.prefix(4)) == ObjectMessage.magic }
 
     /// Ready for a message of at most `maximumLength` bytes.
-    public init(maximumLength: UInt64) { self.maximumLength = maximumLength }
+    public init(maximumLength: UInt64) {
+        reader = BoxedFrameReader(magic: ObjectMessage.magic, version: ObjectMessage.version, what: "the object message",
+                                  maximumHeaderLength: ObjectHeader.maximumLength, maximumLength: maximumLength)
+    }
 
     /// Takes the next bytes; throws as soon as they cannot be a valid message.
     public mutating func take(_ bytes: UnsafeRawBufferPointer) throws(VaultError) {
-        var rest = bytes
-        while header == nil, rest.count > 0 {
-            let want = prefixWanted()
-            let part = min(rest.count, want - prefix.count)
-            prefix += rest[..<part]
-            rest = UnsafeRawBufferPointer(rebasing: rest[part...])
-            if prefix.count == SignedFrame.startLength { try checkStart() }
-            if prefix.count == want, want > SignedFrame.startLength { try parsePrefix() }
-        }
-        guard let header, rest.count > 0 else { return }
-        guard taken + UInt64(rest.count) <= length - UInt64(prefixLength) else {
-            throw .malformed(what: "the object message", detail: "bytes follow its end")
-        }
-        let boxesLength = header.recipients.count * MessageShare.boxLength
-        if boxes.count < boxesLength {
-            let part = min(rest.count, boxesLength - boxes.count)
-            boxes += rest[..<part]
-            rest = UnsafeRawBufferPointer(rebasing: rest[part...])
-            taken += UInt64(part)
-        }
-        if rest.count > 0 {
-            hasher.update(rest)
-            taken += UInt64(rest.count)
-        }
+        var parsed: ObjectHeader?
+        let hasher = self.hasher
+        try reader.take(bytes, header: { encoded, signature throws(VaultError) in
+            let header = try ObjectHeader(parsing: encoded)
+            guard header.encoded() == encoded else {
+                throw .malformed(what: "the object message", detail: "the header is not canonically encoded")
+            }
+            guard header.sender.verify(signature: signature, of: ObjectMessage.signatureDomain + encoded) else {
+                throw .badSignature(what: "the object message")
+            }
+            parsed = header
+            return .init(boxes: header.recipients.count, rest: header.bodyLength)
+        }, rest: { hasher.update($0) })
+        if let parsed { header = parsed }
     }
 
     /// Checks that the whole message came, and that its body is the one its sender signed.
     public mutating func finish() throws(VaultError) {
-        guard let header, taken == length - UInt64(prefixLength) else { throw .truncated(what: "the object message") }
+        guard let header, reader.isComplete else { throw .truncated(what: "the object message") }
         guard Sodium.equal(hasher.finish(), header.bodyHash) else {
             throw .corruptSecret("the object message's body is not the one its sender signed")
         }
-    }
-
-    private func prefixWanted() -> Int {
-        guard prefix.count >= SignedFrame.startLength else { return SignedFrame.startLength }
-        return SignedFrame.startLength + SignedFrame.bodyLength(prefix) + 64
-    }
-
-    private func checkStart() throws(VaultError) {
-        guard Array(prefix[0..<4]) == ObjectMessage.magic else {
-            throw .malformed(what: "the object message", detail: "not a vault object message")
-        }
-        guard prefix[4] == ObjectMessage.version else {
-            throw .unsupportedVersion(what: "the object message", version: prefix[4], supported: ObjectMessage.version)
-        }
-        guard prefixWanted() - SignedFrame.startLength - 64 <= ObjectHeader.maximumLength else {
-            throw .malformed(what: "the object message", detail: "header too long")
-        }
-    }
-
-    private mutating func parsePrefix() throws(VaultError) {
-        let headerLength = prefixWanted() - SignedFrame.startLength - 64
-        let encoded = Array(prefix[SignedFrame.startLength..<(SignedFrame.startLength + headerLength)])
-        let parsed = try ObjectHeader(parsing: encoded)
-        guard parsed.encoded() == encoded else { throw .malformed(what: "the object message", detail: "the header is not canonically encoded") }
-        guard parsed.sender.verify(signature: Array(prefix[(SignedFrame.startLength + headerLength)...]),
-                                   of: ObjectMessage.signatureDomain + encoded) else {
-            throw .badSignature(what: "the object message")
-        }
-        let total = UInt64(prefix.count) + UInt64(parsed.recipients.count * MessageShare.boxLength) + parsed.bodyLength
-        guard total <= maximumLength else {
-            throw .malformed(what: "the object message", detail: "it is \(total) bytes, over the limit of \(maximumLength)")
-        }
-        header = parsed
-        prefixLength = prefix.count
-        length = total
     }
 }

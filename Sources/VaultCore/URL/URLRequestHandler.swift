@@ -281,6 +281,10 @@ public struct URLRequestHandler {
         var input = BytesSource(export)
         do {
             let (header, length) = try keystore.readItemHeader(&input)
+            // A synced key's items change only by signed changes, which a request cannot make.
+            if try keystore.syncGroup(keyID: header.keyID) != nil {
+                return host.note("vault url: item \(header.itemIDHex.prefix(16)) not stored: its key is synced; add it with 'vault item add'")
+            }
             let item = try keystore.importItem(header, streamLength: length, from: &input, key: key, markNew: false)
             host.note("vault url: stored item \(item.header.itemIDHex.prefix(16))")
         } catch VaultError.duplicateItem {

@@ -201,10 +201,13 @@ final class SyncTrio {
         let history = try trio.keystores[1].history(item: id)
         #expect(history.map(\.change.operation) == [.put, .put, .delete])
         #expect(history.map(\.state) == [.superseded, .superseded, .current])
-        // Past the retention, the deleted item's history is collected.
+        // Past the retention, the deleted item's history is collected, all but the delete:
+        // the old versions, sent again, change nothing still.
         let later = Date().addingTimeInterval(TimeInterval(Keystore.tombstoneRetention + 60))
         #expect(try trio.keystores[1].collectTombstones(keyID: trio.keyID, now: later) == 1)
-        #expect(try trio.keystores[1].history(item: id).isEmpty)
+        #expect(try trio.keystores[1].history(item: id).map(\.change.operation) == [.delete])
+        #expect(try trio.deliver(1, to: 1) == .superseded)
+        #expect(try trio.keystores[1].items(keyID: trio.keyID).isEmpty)
     }
 
     /// A change stored while the key was locked is kept unopened, with its origin checked.
@@ -276,6 +279,79 @@ final class SyncTrio {
         #expect(try trio.state(1) == trio.state(0))
         #expect(try trio.text(1, id) == "wifi: correct horse")
         #expect(try trio.keystores[2].items(keyID: trio.keyID).filter(\.isConflict).count == 1)
+    }
+
+    /// An object message (FORMAT §19) read in pieces of any size opens for each recipient
+    /// and gives back its entries; a changed body, a changed header, bytes past its end and
+    /// another reader are each refused.
+    @Test func objectMessagesOpenOnlyWholeAndForTheirRecipients() throws {
+        let trio = try SyncTrio()
+        try trio.add(0, "one")
+        let id = try trio.add(0, "two")
+        try trio.remove(0, id)
+        let spool = try Spool(home: trio.keystores[0].home)
+        let request = ObjectMessage.Request(groupID: Array(repeating: 1, count: 16), kind: .changes, keyID: trio.keyID,
+                                            recipients: [trio.identities[1].card, trio.identities[2].card], lifetime: 60, deleteWhenConfirmed: true)
+        let (path, header) = try ObjectMessage.write(request, entries: { emit in
+            for entry in trio.published.reversed() {
+                try ObjectEntries.write(record: entry.record, content: entry.content.isEmpty ? nil : { try entry.content.withUnsafeBytes($0) }, to: emit)
+            }
+        }, sender: trio.identities[0], spool: spool)
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        func read(_ bytes: [UInt8]) throws -> IncomingObjectMessage {
+            var incoming = IncomingObjectMessage(maximumLength: 1 << 20)
+            var offset = 0, step = 1
+            while offset < bytes.count {
+                let end = min(bytes.count, offset + step)
+                try bytes[offset..<end].withUnsafeBytes { try incoming.take($0) }
+                offset = end
+                step = step * 5 % 997 + 1
+            }
+            try incoming.finish()
+            return incoming
+        }
+        let incoming = try read(bytes)
+        #expect(incoming.header == header)
+        for j in 1...2 {
+            let plain = spool.newPath("test.plain")
+            let output = try OutputFile(path: plain)
+            try ObjectMessage.open(incoming, path: path, recipient: trio.identities[j], emit: output.write)
+            try output.commit()
+            var records: [[UInt8]] = []
+            try ObjectEntries.read(path: plain) { _, record, _ in records.append(record) }
+            #expect(records == trio.published.reversed().map(\.record))
+            unlink(plain)
+        }
+        #expect(throws: VaultError.notForThisIdentity(what: "the object message")) {
+            try ObjectMessage.open(incoming, path: path, recipient: trio.identities[0]) { _ in }
+        }
+        var body = bytes
+        body[body.count - 1] ^= 1
+        #expect(throws: VaultError.corruptSecret("the object message's body is not the one its sender signed")) { _ = try read(body) }
+        var signed = bytes
+        signed[20] ^= 1
+        #expect(throws: VaultError.badSignature(what: "the object message")) { _ = try read(signed) }
+        #expect(throws: VaultError.malformed(what: "the object message", detail: "bytes follow its end")) { _ = try read(bytes + [0]) }
+        #expect(throws: VaultError.truncated(what: "the object message")) { _ = try read(Array(bytes.dropLast())) }
+        unlink(path)
+    }
+
+    /// A holder who signs the highest counter uses the key's counters up: the next local
+    /// change is refused in words, not a crash; a higher one is refused on arrival.
+    @Test func aHugeCounterUsesTheKeyUpWithoutACrash() throws {
+        let trio = try SyncTrio()
+        let id = try trio.add(0, "note")
+        func delete(_ counter: UInt64) -> ItemChange {
+            ItemChange(keyID: trio.keyID, itemID: id, counter: counter, author: trio.identities[1].card, operation: .delete, createdAt: 0,
+                       supersedes: [], contentLength: 0, contentHash: Array(repeating: 0, count: 32))
+        }
+        #expect(throws: VaultError.malformed(what: "the item change", detail: "its counter is out of range")) {
+            try ItemChange(record: delete(ItemChange.maximumCounter + 1).signed(by: trio.identities[1]))
+        }
+        let top = delete(ItemChange.maximumCounter)
+        #expect(try trio.keystores[0].apply(top, record: top.signed(by: trio.identities[1]), content: { BytesSource([]) },
+                                            itemKey: { _ in nil }) == .current)
+        #expect(throws: VaultError.self) { try trio.add(0, "one more") }
     }
 
     /// The version order, and a record read back is the record written.

@@ -126,8 +126,8 @@ final class SyncWorld {
         #expect(received.stderr.contains("key '\(world.keyID.prefix(16))' now syncs"), "\(received.stderr)")
         #expect(received.stderr.contains("applied 2 changes"), "\(received.stderr)")
         #expect(try world.items("bob")[wifi]?["unopened"] as? Bool == true)
-        try world.ok("bob", "unlock", world.keyID)
-        #expect(try world.run("bob", "sync").stderr.contains("opened 2 items received while the key was locked"))
+        let unlocked = try world.run("bob", "unlock", world.keyID)
+        #expect(unlocked.stderr.contains("opened 2 items received while the key was locked"), "\(unlocked.stderr)")
         #expect(try world.ok("bob", "item", "show", wifi) == "wifi: hunter2")
 
         // alice edits; bob's sync shows the new one, same id, a later version by alice.
@@ -189,6 +189,37 @@ final class SyncWorld {
         try world.ok("alice", "sync")
         #expect(try world.items("alice").count == 1)
         #expect(try world.state("alice") == world.state("bob"))
+    }
+
+    /// Alice's edit P fails to reach enough relays; Bob, who got it anyway, replaces it with
+    /// R, which Alice applies before she sends P again. Every other copy gone from the
+    /// relays, Carol gets only Alice's message: R must come with P (P's content is gone at
+    /// Alice's), or Carol would keep the version P replaced.
+    @Test func aPutReplacedBeforeItWasSentGoesWithWhatReplacedIt() throws {
+        let world = try SyncWorld()
+        let note = SharedKeyTests.id(try world.ok("alice", "item", "add", "--key", "family", stdin: "v1"))
+        try world.ok("alice", "sync")
+        for label in ["bob", "carol"] {
+            try world.ok(label, "unlock", world.keyID)
+            try world.ok(label, "receive")
+        }
+        try world.holders["alice"].ok("key", "sync", world.keyID, "--group", "team", "--min-relays", "3")
+        _ = world.relays[2].stop(SIGKILL)
+        try world.ok("alice", "item", "edit", note, "-", stdin: "alice's v2")
+        #expect(try world.run("alice", "sync").stderr.contains("only 2 of the 3 relays needed stored the changes"))
+        try world.ok("bob", "receive")
+        #expect(try world.ok("bob", "item", "show", note) == "alice's v2")
+        try world.ok("bob", "item", "edit", note, "-", stdin: "bob's v3")
+        try world.ok("bob", "sync")
+        try world.holders["alice"].ok("key", "sync", world.keyID, "--group", "team", "--min-relays", "2")
+        #expect(try world.run("alice", "sync").stderr.contains("sent 1 change"))
+        #expect(try world.ok("alice", "item", "show", note) == "bob's v3")
+        for i in 1...2 {
+            try world.database(i).write { db in try db.execute(sql: "DELETE FROM messages WHERE row < (SELECT max(row) FROM messages)") }
+        }
+        try world.ok("carol", "sync")
+        #expect(try world.state("carol") == world.state("alice"))
+        #expect(try world.state("bob") == world.state("alice"))
     }
 
     /// `vault sync` killed (SIGKILL) at points through applying forty changes: after each

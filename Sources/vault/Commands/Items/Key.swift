@@ -143,6 +143,11 @@ struct Unlock: AsyncParsableCommand {
         try await agent.unlock(keyID: holding.keyID, key: value, seconds: seconds)
         let until = Date().addingTimeInterval(TimeInterval(seconds))
         Terminal.standardError("unlocked key '\(holding.displayName)' until \(ISO8601DateFormatter().string(from: until))")
+        // Items that a sync stored while the key was locked are opened now.
+        var problems: [String] = []
+        let opened = await SyncRun.openUnopened(keystore: keystore, only: holding.keyID, problems: &problems)
+        for problem in problems { Terminal.standardError("vault: warning: \(problem)") }
+        if opened > 0 { Terminal.standardError("opened \(opened) item\(opened == 1 ? "" : "s") received while the key was locked") }
     }
 }
 

@@ -129,21 +129,30 @@ enum SyncRun {
                 report.problems.append(VaultError.words(for: error))
             }
         }
-        let unopened = ((try? keystore.items()) ?? []).filter(\.unopened)
-        guard !unopened.isEmpty else { return }
+        report.sync.checked += await openUnopened(keystore: keystore, problems: &report.problems)
+    }
+
+    /// Opens the items received while their key was locked (of `keyID`, or of every key)
+    /// whose key is now unlocked in the agent; returns how many opened. One that does not
+    /// open is reported by its author and stays unopened.
+    static func openUnopened(keystore: Keystore, only keyID: [UInt8]? = nil, problems: inout [String]) async -> Int {
+        let unopened = ((try? keystore.items(keyID: keyID)) ?? []).filter(\.unopened)
+        guard !unopened.isEmpty else { return 0 }
         let access = await KeyAccess.open(keystore)
         let authors = try? AuthorNames(keystore)
+        var opened = 0
         for item in unopened {
             guard let holding = try? keystore.sharedKey(id: item.header.keyID),
                   let itemKey = try? await access.unlockedItemKey(for: item.header, holding: holding) else { continue }
             do {
                 try keystore.checkUnopened(item, itemKey: itemKey)
-                report.sync.checked += 1
+                opened += 1
             } catch {
                 let author = item.version.map { authors?.name($0.author) ?? String($0.author.hex.prefix(8)) } ?? "?"
-                report.problems.append("item \(item.idHex.prefix(16)) from \(author): \(VaultError.words(for: error)); it stays unopened")
+                problems.append("item \(item.idHex.prefix(16)) from \(author): \(VaultError.words(for: error)); it stays unopened")
             }
         }
+        return opened
     }
 
     static func show(_ sync: SyncReport, quietWhenIdle: Bool) {
