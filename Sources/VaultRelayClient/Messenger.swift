@@ -147,14 +147,16 @@ public enum Messenger {
     /// Stores the share files at `paths` (one a relay, in the group's order) on their
     /// relays, all at once. A relay that has the message already (a resend, or a retried
     /// send) counts as having stored it.
-    static func store(_ paths: [String], message id: [UInt8], in group: GroupRecord,
-                              identity: Identity) async -> (accepted: [String], refused: [RelayError]) {
+    /// `digest` is the length and SHA-256 of a file every relay gets (an object message),
+    /// when the caller has them.
+    static func store(_ paths: [String], message id: [UInt8], in group: GroupRecord, identity: Identity,
+                      digest: (UInt64, [UInt8])? = nil) async -> (accepted: [String], refused: [RelayError]) {
         let results = await withTaskGroup(of: (Int, RelayError?).self) { tasks in
             for (j, relay) in group.relays.enumerated() where j < paths.count {
                 tasks.addTask {
                     let connection = RelayConnection(relay, identity: identity)
                     do {
-                        let (length, hash) = try Spool.hash(paths[j])
+                        let (length, hash) = try digest ?? Spool.hash(paths[j])
                         let (status, body) = try await connection.upload(paths[j], to: "/v1/groups/\(group.idHex)/messages/\(id.hex)",
                                                                          length: length, bodyHash: hash)
                         guard status == 201 || status == 409 else { return (j, RelayConnection.failure(relay: relay.name.value, status: status, body: body)) }

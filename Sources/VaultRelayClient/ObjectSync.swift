@@ -50,13 +50,14 @@ public enum ObjectSync {
         // first, and never needs the content it was not sent.
         let rows = Dictionary(try keystore.items(keyID: keyID).compactMap { row in row.version.map { ($0, row) } },
                               uniquingKeysWith: { a, _ in a })
-        let known = try keystore.knownChanges(keyID: keyID).map(\.change)
+        var known: [ItemChange]?
         var changes = unpublished, included = Set(unpublished.map(\.version)), index = 0
         while index < changes.count {
             let change = changes[index]
             index += 1
             guard change.operation == .put, rows[change.version] == nil else { continue }
-            for later in known where later.itemID == change.itemID && later.supersedes.contains(change.version) {
+            if known == nil { known = try keystore.knownChanges(keyID: keyID).map(\.change) }
+            for later in known! where later.itemID == change.itemID && later.supersedes.contains(change.version) {
                 if included.insert(later.version).inserted { changes.append(later) }
             }
         }
@@ -106,7 +107,8 @@ public enum ObjectSync {
             guard let sender = group.members.first(where: { $0.card == header.sender }) else {
                 throw VaultError.malformed(what: "the object message", detail: "its sender is not a member of \(group.name)")
             }
-            if let refusal = try keystore.authorRefusal(header.sender, keyID: header.keyID) {
+            let authors = AuthorChecks(keystore)
+            if let refusal = try authors.refusal(header.sender, keyID: header.keyID) {
                 throw VaultError.malformed(what: "the object message from \(sender.label)", detail: refusal)
             }
             let plain = spool.newPath("object.plain")
@@ -120,7 +122,7 @@ public enum ObjectSync {
                 var arriving: [[UInt8]: Set<[UInt8]>] = [:]
                 try ObjectEntries.read(path: plain) { change, _, _ in
                     guard change.operation == .put, change.keyID == header.keyID,
-                          try keystore.authorRefusal(change.author, keyID: change.keyID) == nil else { return }
+                          try authors.refusal(change.author, keyID: change.keyID) == nil else { return }
                     arriving[change.itemID, default: []].insert(change.contentHash)
                 }
                 // The sender's TTL, within what deletions are kept for.
@@ -153,7 +155,8 @@ public enum ObjectSync {
                         return report.problems.append("a change in message \(id) from \(sender.label) is for another key; ignored")
                     }
                     do {
-                        switch try keystore.apply(change, record: record, content: content.map { content in { content } }, itemKey: { _ in nil }) {
+                        switch try keystore.apply(change, record: record, content: content.map { content in { content } }, itemKey: { _ in nil },
+                                                  authors: authors) {
                         case .current, .conflict: report.sync.applied += 1
                         case .superseded: report.sync.superseded += 1
                         case .duplicate: report.sync.duplicates += 1
@@ -209,8 +212,10 @@ public enum ObjectSync {
         let spool = try Spool(home: keystore.home)
         let (path, header) = try ObjectMessage.write(request, entries: entries, sender: identity, spool: spool)
         defer { unlink(path) }
+        // One file for every relay: hashed once, not once a relay.
+        let digest = try Spool.hash(path)
         let (accepted, _) = await Messenger.store(Array(repeating: path, count: group.relays.count), message: header.messageID,
-                                                  in: group, identity: identity)
+                                                  in: group, identity: identity, digest: digest)
         return accepted.count
     }
 

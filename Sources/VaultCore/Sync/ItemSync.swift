@@ -14,6 +14,25 @@ public enum ChangeOutcome: Equatable, Sendable {
     case duplicate
 }
 
+/// Answers of ``Keystore/authorRefusal(_:keyID:)``, kept for one run: each reads the
+/// keystore's peers and shares, and a message's many changes come from few authors.
+public final class AuthorChecks {
+    private let keystore: Keystore
+    private var answers: [[UInt8]: String?] = [:]
+
+    /// Checks against `keystore`.
+    public init(_ keystore: Keystore) { self.keystore = keystore }
+
+    /// Why `author` may not change the items of `keyID`, or nil when it may.
+    public func refusal(_ author: KeyCard, keyID: [UInt8]) throws(VaultError) -> String? {
+        let key = author.encoded + keyID
+        if let known = answers[key] { return known }
+        let answer = try keystore.authorRefusal(author, keyID: keyID)
+        answers[key] = answer
+        return answer
+    }
+}
+
 /// How a synced key's changes go out (`vault key sync`).
 public struct SyncSettings: Sendable {
     /// The key.
@@ -82,7 +101,17 @@ extension Keystore {
     /// Whether `card` holds a share of key `keyID`, by the holder tags of the key's bundles
     /// held here.
     public func isHolder(_ card: KeyCard, keyID: [UInt8]) throws(VaultError) -> Bool {
-        try secrets().contains { $0.header.keyID == keyID && $0.header.index(of: card.agreementKey) != nil }
+        Self.holds(card, try keyShares(keyID))
+    }
+
+    /// The shares of key `keyID` held here.
+    private func keyShares(_ keyID: [UInt8]) throws(VaultError) -> [StoredSecret] {
+        try secrets().filter { $0.header.keyID == keyID }
+    }
+
+    /// Whether one of `shares` (of one key) names `card`'s X25519 key among its holders.
+    private static func holds(_ card: KeyCard, _ shares: [StoredSecret]) -> Bool {
+        shares.contains { $0.header.index(of: card.agreementKey) != nil }
     }
 
     /// Every change known for items of `keyID` (for a snapshot), newest first.
@@ -102,8 +131,9 @@ extension Keystore {
     public func authorRefusal(_ author: KeyCard, keyID: [UInt8]) throws(VaultError) -> String? {
         let me = try identityInfo().card, peers = try peers()
         guard me == author || peers.contains(where: { $0.card == author }) else { return "its author is not you nor a trusted peer" }
-        guard try sharedKey(id: keyID) != nil else { return "you hold no share of its key" }
-        guard try isHolder(author, keyID: keyID) else { return "its author does not hold its key" }
+        let shares = try keyShares(keyID)
+        guard !shares.isEmpty else { return "you hold no share of its key" }
+        guard Self.holds(author, shares) else { return "its author does not hold its key" }
         return nil
     }
 
@@ -113,10 +143,11 @@ extension Keystore {
     /// (``authorRefusal(_:keyID:)``), the export must be the one the record hashes and name
     /// the same item and key, and with `itemKey` (the key unlocked) its stream must open.
     /// All of it is one transaction: a change is applied whole or not at all.
+    /// `authors` keeps the author checks of a run (a message's changes come from few authors).
     @discardableResult
     public func apply<Content: ByteSource>(_ change: ItemChange, record: [UInt8], content: (() throws -> Content)?,
-                                           itemKey: (ItemHeader) throws -> SecureBytes?) throws -> ChangeOutcome {
-        if let refusal = try authorRefusal(change.author, keyID: change.keyID) {
+                                           itemKey: (ItemHeader) throws -> SecureBytes?, authors: AuthorChecks? = nil) throws -> ChangeOutcome {
+        if let refusal = try (authors ?? AuthorChecks(self)).refusal(change.author, keyID: change.keyID) {
             throw VaultError.malformed(what: "the item change", detail: refusal)
         }
         return try Self.storage(on: home.directory) {
