@@ -1,4 +1,3 @@
-import CVaultFile
 import Foundation
 
 /// Something to read a stream from, a buffer at a time.
@@ -86,7 +85,13 @@ public final class FileSource: ByteSource {
         path = "standard input"
     }
 
-    deinit { if owned { close(fd) } }
+    deinit {
+        hints?.finish()
+        if owned { close(fd) }
+    }
+
+    /// Read-ahead requests, from the first on.
+    private var hints: KernelHints?
 
     /// The file's size, when it is a regular file.
     public var size: UInt64? {
@@ -137,9 +142,12 @@ extension FileSource {
         }
     }
 
-    /// Asks the kernel to read `length` bytes at `position` ahead, without waiting.
+    /// Asks the kernel to read `length` bytes at `position` ahead, without waiting
+    /// (``KernelHints``). One thread at a time.
     func prefetch(_ length: UInt64, at position: UInt64) {
-        _ = posix_fadvise(fd, off_t(position), off_t(length), POSIX_FADV_WILLNEED)
+        let hints = hints ?? KernelHints(fd: fd)
+        self.hints = hints
+        hints.readAhead(length, at: position)
     }
 
     /// A file read from `offset` on.
@@ -248,6 +256,7 @@ public final class OutputFile {
     private static let temporaryFileFlag: Int32 = 0o20000000 | O_DIRECTORY
 
     deinit {
+        writeBack?.finish()
         if fd >= 0 { close(fd) }
         if !committed && !unnamed { unlink(temporaryPath ?? finalPath) }
     }
@@ -264,19 +273,25 @@ public final class OutputFile {
         wrote(through: appended + UInt64(bytes.count))
     }
 
-    /// Bytes appended, and how many of them the kernel was asked to start writing out.
+    /// Bytes appended, how many of them the kernel was asked to start writing out, and how
+    /// many to make durable.
     private var appended: UInt64 = 0
     private var writeBackStarted: UInt64 = 0
-    /// The window of write-behind: the disk is started on each 8 MiB as it is written. Left to
-    /// itself the kernel writes dirty pages out late (after seconds, or when memory runs
-    /// short), so the disk would sit idle while vault computes and ``commit()``'s fsync
-    /// would then write everything at once: measured on this disk, sharing 1 GiB took the
-    /// computing and the writing one after the other. Now the disk writes while vault
-    /// computes. Waiting for the window before (to bound dirty pages) made recovery slower
-    /// (2.6-2.9 s against 2.45-2.5 s for 1 GiB), and the kernel's own dirty limits already
-    /// throttle a writer that outruns the disk. Errors are left to ``commit()``'s fsync,
-    /// which reports them.
+    private var flushed: UInt64 = 0
+    /// Write-behind, started on each 8 MiB as it is written (``KernelHints``). Left to itself
+    /// the kernel writes dirty pages out late (after seconds, or when memory runs short), so
+    /// the disk would sit idle while vault computes and ``commit()``'s fsync would then write
+    /// everything at once.
     static let writeBehind: UInt64 = 8 << 20
+    /// ... and every 64 MiB, made durable. Starting write-back is not enough where the device
+    /// keeps what it is sent in a volatile cache, as a virtual disk does in its host's page
+    /// cache: the device then writes it only when fsync asks it to flush, all at the end.
+    /// Measured on this project's virtual disk, writing 1 GiB at 900 MB/s in 64 KiB writes
+    /// with write-back started every 8 MiB left 0.75-1.0 s for the final fsync (2.2 s in all);
+    /// with an fdatasync every 64 MiB besides, 0.2 s (1.4 s in all, where writing the whole
+    /// GiB into the page cache at once and then fsync took 1.3 s). Nothing waits for these
+    /// flushes but the commit, which needs all of them anyway.
+    static let flushEvery: UInt64 = 64 << 20
 
     /// Writes bytes at an offset already written (a reserved prefix).
     func write(_ bytes: [UInt8], at position: UInt64) throws(VaultError) {
@@ -305,12 +320,23 @@ public final class OutputFile {
     func wrote(through end: UInt64) {
         appended = max(appended, end)
         guard appended - writeBackStarted >= Self.writeBehind else { return }
-        _ = vault_start_write_back(fd, Int64(writeBackStarted), Int64(appended - writeBackStarted))
+        let hints = writeBack ?? KernelHints(fd: fd)
+        writeBack = hints
+        if appended - flushed >= Self.flushEvery {
+            hints.flush()
+            flushed = appended
+        } else {
+            hints.startWriteBack(writeBackStarted, appended - writeBackStarted)
+        }
         writeBackStarted = appended
     }
 
+    /// Write-behind requests, from the first full window on.
+    private var writeBack: KernelHints?
+
     /// Flushes to disk, closes, and keeps the file.
     public func commit() throws(VaultError) {
+        if let code = writeBack?.finish() { throw .fileSystem(path: name, errno: code) }
         guard fsync(fd) == 0 else { throw .fileSystem(path: name, errno: errno) }
         if unnamed {
             // Give the unnamed inode its name (or the temporary one, renamed over the old
