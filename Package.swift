@@ -31,6 +31,8 @@ let package = Package(
         .systemLibrary(name: "CQRencode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
         .systemLibrary(name: "CZbar", pkgConfig: "zbar", providers: [.apt(["libzbar-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // Intel's ISA-L for the dispersal's erasure coding (Docs/DECISIONS.md, "Format v2").
+        .systemLibrary(name: "CISAL", pkgConfig: "libisal", providers: [.apt(["libisal-dev"])]),
         // libpng and libjpeg report errors by longjmp, which Swift cannot catch:
         // a small C shim keeps every setjmp on the C side.
         .target(
@@ -44,13 +46,11 @@ let package = Package(
         // sync_file_range (write-behind) is a GNU extension Swift's Glibc does not export.
         .target(name: "CVaultFile"),
 
-        // The dispersal's region multiply-add: SIMD split-nibble tables, chosen at run time.
-        .target(name: "CVaultGF", cSettings: [.unsafeFlags(["-O3"])]),
 
         .target(
             name: "VaultCore",
             dependencies: [
-                "CSodium", "COpenSSL", "CQRencode", "CZbar", "CVaultImage", "CVaultGF", "CVaultFile",
+                "CSodium", "COpenSSL", "CQRencode", "CZbar", "CVaultImage", "CISAL", "CVaultFile",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: strict

@@ -25,20 +25,24 @@ def blake(key, *parts, size=32):
     return hashlib.blake2b(b"".join(parts), digest_size=size, key=key.encode()).digest()
 
 
-def gf_mul(a, b):
+SHAMIR_FIELD = 0x11B  # §6: Shamir's field, the AES polynomial
+DISPERSAL_FIELD = 0x11D  # §8: the dispersal's field, x^8 + x^4 + x^3 + x^2 + 1
+
+
+def gf_mul(a, b, poly=SHAMIR_FIELD):
     p = 0
     for _ in range(8):
         if b & 1:
             p ^= a
-        a = ((a << 1) ^ 0x11B) if a & 0x80 else a << 1
+        a = ((a << 1) ^ poly) if a & 0x80 else a << 1
         b >>= 1
     return p
 
 
-def gf_inv(a):
+def gf_inv(a, poly=SHAMIR_FIELD):
     r = 1
     for _ in range(254):
-        r = gf_mul(r, a)
+        r = gf_mul(r, a, poly)
     return r
 
 
@@ -151,18 +155,18 @@ def open_bundle(keystore, path):
     return h, share, piece
 
 
-def invert(m):
+def invert(m, poly):
     size = len(m)
     a = [row[:] + [int(i == j) for j in range(size)] for i, row in enumerate(m)]
     for c in range(size):
         p = next(r for r in range(c, size) if a[r][c])
         a[c], a[p] = a[p], a[c]
-        s = gf_inv(a[c][c])
-        a[c] = [gf_mul(v, s) for v in a[c]]
+        s = gf_inv(a[c][c], poly)
+        a[c] = [gf_mul(v, s, poly) for v in a[c]]
         for r in range(size):
             if r != c and a[r][c]:
                 f = a[r][c]
-                a[r] = [v ^ gf_mul(f, w) for v, w in zip(a[r], a[c])]
+                a[r] = [v ^ gf_mul(f, w, poly) for v, w in zip(a[r], a[c])]
     return [row[size:] for row in a]
 
 
@@ -187,16 +191,17 @@ def main(args):
         basis = gf_mul(num, gf_inv(den))
         for p in range(32):
             key[p] ^= gf_mul(basis, share[p])
-    # §8: invert the Vandermonde rows, rebuild stripe (sealed chunk) by stripe.
+    # §8: invert the Vandermonde rows (in the dispersal's field), rebuild stripe (sealed
+    # chunk) by stripe.
     rows = []
     for x in xs:
         row, v = [], 1
         for _ in range(k):
             row.append(v)
-            v = gf_mul(v, x)
+            v = gf_mul(v, x, DISPERSAL_FIELD)
         rows.append(row)
-    inv = invert(rows)
-    tables = [[[gf_mul(c, b) for b in range(256)] for c in row] for row in inv]
+    inv = invert(rows, DISPERSAL_FIELD)
+    tables = [[[gf_mul(c, b, DISPERSAL_FIELD) for b in range(256)] for c in row] for row in inv]
     pieces = [piece for _, _, piece in opened]
     c, offset, left = bytearray(), 0, clen
     while left > 0:

@@ -2,7 +2,7 @@
 # Sourced, not run.
 
 # What building needs (the C libraries behind the system-library targets).
-BUILD_PACKAGES=(pkg-config libsodium-dev libssl-dev libqrencode-dev libzbar-dev libsqlite3-dev libpng-dev libjpeg62-turbo-dev)
+BUILD_PACKAGES=(pkg-config libsodium-dev libssl-dev libqrencode-dev libzbar-dev libsqlite3-dev libpng-dev libjpeg62-turbo-dev libisal-dev)
 # What the tests use besides: zbarimg and cjpeg as independent decoders and encoders, and
 # Debian's Python with PyNaCl and cryptography (AES-GCM) for an independent implementation
 # of the bundle format;

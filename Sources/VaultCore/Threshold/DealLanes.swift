@@ -16,7 +16,7 @@ import Foundation
 final class DealLanes: @unchecked Sendable {
     private let k: Int, n: Int
     private let key: SecureBytes
-    private let matrix: [[UInt8]]
+    private let coding: Dispersal.Coding
     private let outputs: [OutputFile]
     /// Where each piece starts in its output.
     private let offset: UInt64
@@ -42,7 +42,7 @@ final class DealLanes: @unchecked Sendable {
         self.key = key
         self.outputs = outputs
         self.offset = offset
-        matrix = Dispersal.matrix(k: k, n: n)
+        coding = Dispersal.Coding(matrix: Dispersal.matrix(k: k, n: n))
         segmentLength = Dispersal.segmentLength(k: k)
         run = max(1, min(4, (1 << 20) / (n * segmentLength)))
         commitments = (0..<n).map { _ in PieceHasher(threshold: k) }
@@ -164,7 +164,7 @@ final class DealLanes: @unchecked Sendable {
                                    into: UnsafeMutableRawBufferPointer(start: lane.sealed, count: sealedLength))
             }
             let targets = lane.segments.map { $0 + lane.written }
-            let segment = Dispersal.encode(stripe: lane.sealed, count: sealedLength, matrix: matrix, into: targets)
+            let segment = Dispersal.encode(stripe: lane.sealed, count: sealedLength, coding: coding, into: targets)
             lane.digests.withUnsafeMutableBytes { digests in
                 for (j, target) in targets.enumerated() {
                     lane.hasher.update(UnsafeRawBufferPointer(start: target, count: segment))
