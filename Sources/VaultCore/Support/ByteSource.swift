@@ -219,9 +219,16 @@ public final class OutputFile {
     ///
     /// Errors name the file as `shownAs` (default: its path): a file of vault's own, such as a
     /// transient one in the keystore directory, is named by where it is, not by its name.
+    ///
+    /// A `durable` file (the default) is fsynced before ``commit()`` gives it its name, so a
+    /// power cut leaves either no file or all of it. A file that is not durable (a plaintext
+    /// that can be made again from what stays, Docs/DECISIONS.md "What is fsynced") is left
+    /// to the kernel's own write-back: a power cut soon after its commit can leave it short
+    /// or empty. Either way a process killed part way leaves no name behind.
     public init(path: String, replace: Bool = false, mode: mode_t = 0o600, hiddenUntilCommit: Bool = false,
-                shownAs: String? = nil) throws(VaultError) {
+                durable: Bool = true, shownAs: String? = nil) throws(VaultError) {
         self.path = path
+        self.durable = durable
         finalPath = path
         let name = shownAs ?? path
         self.name = name
@@ -247,6 +254,8 @@ public final class OutputFile {
         }
     }
 
+    /// Whether ``commit()`` makes the bytes durable before the name.
+    private let durable: Bool
     /// What errors call the file.
     private let name: String
     private let finalPath: String
@@ -319,7 +328,7 @@ public final class OutputFile {
     /// time, with `end` growing), and starts the window when it is full.
     func wrote(through end: UInt64) {
         appended = max(appended, end)
-        guard appended - writeBackStarted >= Self.writeBehind else { return }
+        guard durable, appended - writeBackStarted >= Self.writeBehind else { return }
         let hints = writeBack ?? KernelHints(fd: fd)
         writeBack = hints
         if appended - flushed >= Self.flushEvery {
@@ -334,10 +343,10 @@ public final class OutputFile {
     /// Write-behind requests, from the first full window on.
     private var writeBack: KernelHints?
 
-    /// Flushes to disk, closes, and keeps the file.
+    /// Flushes to disk (when durable), closes, and keeps the file.
     public func commit() throws(VaultError) {
         if let code = writeBack?.finish() { throw .fileSystem(path: name, errno: code) }
-        guard fsync(fd) == 0 else { throw .fileSystem(path: name, errno: errno) }
+        guard !durable || fsync(fd) == 0 else { throw .fileSystem(path: name, errno: errno) }
         if unnamed {
             // Give the unnamed inode its name (or the temporary one, renamed over the old
             // file next). linkat refuses an existing name: O_EXCL's promise, kept to the end.

@@ -37,6 +37,25 @@ import VaultTestSupport
         #expect(read.finish() == written.finish())
     }
 
+    /// A file that need not be durable (a recovered plaintext) is left to the kernel's
+    /// write-back, and still has no name until its commit, nor after a failure.
+    @Test func aFileThatNeedNotBeDurableStillAppearsWholeOrNotAtAll() throws {
+        let path = directory.file("plain")
+        let bytes = SecureRandom().bytes(Int(OutputFile.writeBehind) + 12345)
+        let file = try OutputFile(path: path, hiddenUntilCommit: true, durable: false)
+        try bytes.withUnsafeBytes { try file.write($0) }
+        #expect(!FileManager.default.fileExists(atPath: path))
+        try file.commit()
+        #expect(FileManager.default.contents(atPath: path) == Data(bytes))
+
+        let abandoned = directory.file("abandoned")
+        do {
+            let file = try OutputFile(path: abandoned, hiddenUntilCommit: true, durable: false)
+            try bytes.withUnsafeBytes { try file.write($0) }
+        }
+        #expect(!FileManager.default.fileExists(atPath: abandoned))
+    }
+
     /// A flush or a write-back request that fails on the queue is not lost: Linux reports
     /// a write-back error once, so the commit's own fsync could miss it. A pipe refuses both
     /// (fdatasync: EINVAL, sync_file_range: ESPIPE); the first failure is the one kept.

@@ -151,6 +151,12 @@ final class Circle {
         #expect(info.st_mode & 0o777 == 0o600)
         #expect(try circle["alice"].fails("recover", "launch", "--piece", piece, "-o", out).contains("already exists"))
         try circle["alice"].ok("recover", "launch", "--piece", piece, "-o", out, "--force")
+        // --sync makes the file durable before vault returns; the file is the same.
+        let synced = circle.files.file("synced.txt")
+        try circle["alice"].ok("recover", "launch", "--piece", piece, "-o", synced, "--sync")
+        #expect(try String(contentsOfFile: synced, encoding: .utf8) == "secret text")
+        stat(synced, &info)
+        #expect(info.st_mode & 0o777 == 0o600)
         // A failed recovery leaves no partial file behind.
         let failed = circle.files.file("failed.txt")
         try circle["alice"].fails("recover", "launch", "-o", failed)

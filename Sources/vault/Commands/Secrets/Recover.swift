@@ -30,6 +30,10 @@ struct Recover: AsyncParsableCommand {
     @Flag(help: "Replace an existing output file.")
     var force = false
 
+    @Flag(help: ArgumentHelp("Make the output file durable (fsync) before returning.",
+                             discussion: "Without it the kernel writes the file out within seconds, and a power cut before then can leave it short or empty; the pieces can recover it again."))
+    var sync = false
+
     @Option(help: ArgumentHelp("Read the secret's password layer from the first line of this file.", valueName: "file"))
     var passwordFile: String?
 
@@ -46,7 +50,7 @@ struct Recover: AsyncParsableCommand {
         let identity = try keys.unlock(keystore)
         let gathered = pieces.isEmpty ? try await reach.recoverer(keystore, identity: identity, timeout: timeout).gatherPieces(of: secret) : []
         let pieces = self.pieces + gathered.map(\.path)
-        let file = try output.map { try OutputFile(path: $0, replace: force, hiddenUntilCommit: true) }
+        let file = try output.map { try OutputFile(path: $0, replace: force, hiddenUntilCommit: true, durable: sync) }
         let type = secret.header.type
         let password = layerPassword(file: passwordFile, prompt: "Password for the secret: ")
         // Plaintext goes straight from vault's buffers to the file descriptor: no copies
