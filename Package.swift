@@ -46,7 +46,6 @@ let package = Package(
         // sync_file_range (write-behind) is a GNU extension Swift's Glibc does not export.
         .target(name: "CVaultFile"),
 
-
         .target(
             name: "VaultCore",
             dependencies: [

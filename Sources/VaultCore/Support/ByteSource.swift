@@ -224,11 +224,13 @@ public final class OutputFile {
     /// power cut leaves either no file or all of it. A file that is not durable (a plaintext
     /// that can be made again from what stays, Docs/DECISIONS.md "What is fsynced") is left
     /// to the kernel's own write-back: a power cut soon after its commit can leave it short
-    /// or empty. Either way a process killed part way leaves no name behind.
+    /// or empty. Either way a process killed part way leaves no name behind. A file that
+    /// replaces another is always durable: a power cut must not leave an empty file where a
+    /// whole one was.
     public init(path: String, replace: Bool = false, mode: mode_t = 0o600, hiddenUntilCommit: Bool = false,
                 durable: Bool = true, shownAs: String? = nil) throws(VaultError) {
         self.path = path
-        self.durable = durable
+        self.durable = durable || replace
         finalPath = path
         let name = shownAs ?? path
         self.name = name

@@ -10,15 +10,27 @@ import Foundation
 /// Each of them submits I/O from the caller's context, and a disk slow to take requests
 /// makes the caller wait for a free slot in its queue. Made inline, that wait stopped the
 /// lane that emits in stripe order, and with it every lane.
+///
+/// The queues are few and shared (files take them in turn): a deal to 255 holders would
+/// otherwise hold a thread in every one of 255 flushes at once. A file's requests keep
+/// their order on its queue; a file may wait behind another's, which costs only time.
 final class KernelHints: @unchecked Sendable {
     private let fd: Int32
-    private let queue = DispatchQueue(label: "vault.kernel-hints")
+    private let queue: DispatchQueue
+
+    private static let queues = (0..<4).map { DispatchQueue(label: "vault.kernel-hints.\($0)") }
+    private static let taking = NSLock()
+    private nonisolated(unsafe) static var next = 0
     /// The errno of the first request that failed; read after ``finish()``.
     private var failure: Int32?
 
     /// Hints about `fd`, which must stay open until ``finish()`` returns.
     init(fd: Int32) {
         self.fd = fd
+        queue = Self.taking.withLock {
+            Self.next += 1
+            return Self.queues[Self.next % Self.queues.count]
+        }
     }
 
     /// Starts writing out bytes [start, start + length) (`sync_file_range(WRITE)`).

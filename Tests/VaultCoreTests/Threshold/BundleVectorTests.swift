@@ -5,8 +5,9 @@ import VaultTestSupport
 
 /// Share bundles written once with fixed identities and committed under
 /// Vectors/bundle-v2: every later build must still import them and recover the content.
-/// `VAULT_WRITE_VECTORS=1 swift test --filter BundleVectorTests` writes them again (only
-/// for a deliberate format change, with a new directory name).
+/// `VAULT_WRITE_VECTORS=1 swift test --filter BundleVectorTests` writes them again, only
+/// for a deliberate format change: in place while version 2 is unreleased and still
+/// changing in steps (Docs/DECISIONS.md, "Format v2"), in a new directory once released.
 @Suite(.serialized) struct BundleVectorTests {
     static let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("Vectors/bundle-v2").path

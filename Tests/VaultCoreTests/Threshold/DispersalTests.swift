@@ -2,7 +2,7 @@ import Testing
 @testable import VaultCore
 import VaultTestSupport
 
-@Suite(.serialized) struct DispersalTests {
+@Suite struct DispersalTests {
     func disperse(_ data: [UInt8], k: Int, n: Int) throws -> [[UInt8]] {
         var pieces = Array(repeating: [UInt8](), count: n)
         let encoder = Dispersal.Encoder(k: k, n: n) { segments in
