@@ -91,6 +91,38 @@ import VaultTestSupport
         #expect(((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("a://ok?encryptedData="))
     }
 
+    /// A failure is never confirmed by anyone, so with --open its x-error or x-cancel is
+    /// opened only where x-success could send results: not a `file:` URL, and a server only
+    /// when its origin is allowed. Otherwise it is printed, with a warning.
+    @Test func failureCallbacksAreOpenedOnlyWhereResultsCouldGo() throws {
+        let s = try Setup()
+        let bin = TemporaryDirectory("vault-xdg")
+        let log = bin.file("argv")
+        try "#!/bin/sh\nprintf '%s\\n' \"$@\" >> \(log)\n".write(toFile: bin.file("xdg-open"), atomically: true, encoding: .utf8)
+        chmod(bin.file("xdg-open"), 0o755)
+        var environment = s.alice.vault.childEnvironment
+        environment["PATH"] = bin.path + ":" + (environment["PATH"] ?? "/usr/bin:/bin")
+        environment["DISPLAY"] = ":99"
+        func fail(_ callbacks: [(String, String)]) throws -> (result: ProcessResult, opened: String) {
+            try? FileManager.default.removeItem(atPath: log)
+            let request = URLRequestTests.request("encrypt", [("plaintext", "y"), ("key", "nokey")] + callbacks)
+            let result = try ProcessRunner.run(VaultBinary.path, ["url", "--open", "-"], stdin: Array(request.utf8), environment: environment)
+            #expect(result.status == 1, "\(result.stderr)")
+            return (result, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
+        }
+
+        for refused in ["file:///home/alice/.bashrc", "javascript:alert(1)", "https://attacker.example/probe"] {
+            let (result, opened) = try fail([("x-error", refused)])
+            #expect(opened.isEmpty, "\(refused) was opened: \(opened)")
+            #expect(result.stderr.contains("not opening the x-error callback"), "\(result.stderr)")
+            #expect(result.stdout.hasPrefix(refused), "printed instead: \(result.stdout)")
+        }
+        // An application's own scheme, and an allowed origin, are opened as before.
+        #expect(try fail([("x-error", "a://failed")]).opened.hasPrefix("a://failed?errorCode="))
+        try s.alice.ok("settings", "url-allow", "https://app.example")
+        #expect(try fail([("x-error", "https://app.example/failed")]).opened.hasPrefix("https://app.example/failed?errorCode="))
+    }
+
     @Test func showsUntrustedTextEscaped() throws {
         let s = try Setup(allow: false)
         let hostile = "editor\u{1B}[2J\rAllowed by policy\u{202E}txt.exe"

@@ -61,7 +61,7 @@ struct Url: AsyncParsableCommand {
         let keystore = try home.openKeystore()
         let host = URLTerminalHost(keystore: keystore, access: await KeyAccess.open(keystore), keys: keys, recovery: recovery)
         let outcome = await URLRequestHandler(request: request, keystore: keystore, host: host).handle()
-        try deliver(outcome, for: request)
+        try deliver(outcome, for: request, keystore: keystore)
     }
 
     private func readRequest() throws -> String {
@@ -74,7 +74,7 @@ struct Url: AsyncParsableCommand {
 
     /// Sends the outcome to its callback (printed, or opened), then reports it as the exit
     /// status: 0 success, 1 failure, 2 declined.
-    private func deliver(_ outcome: URLOutcome, for request: CallbackRequest) throws {
+    private func deliver(_ outcome: URLOutcome, for request: CallbackRequest, keystore: Keystore) throws {
         switch outcome {
         case .success(let results):
             if let success = request["x-success"] {
@@ -84,18 +84,38 @@ struct Url: AsyncParsableCommand {
             }
         case .failure(let code, let message):
             if let error = request["x-error"] {
-                try send(CallbackURL.appending([("errorCode", String(code.rawValue)), ("errorMessage", message)], to: error))
+                try sendFailure(CallbackURL.appending([("errorCode", String(code.rawValue)), ("errorMessage", message)], to: error),
+                                named: "x-error", keystore: keystore)
             }
             throw CLIError.invalidInput("\(message) (error code \(code.rawValue))")
         case .cancelled:
             if let cancel = request["x-cancel"] {
-                try send(cancel)
+                try sendFailure(cancel, named: "x-cancel", keystore: keystore)
             } else if let error = request["x-error"] {
                 let code = URLErrorCode.declined
-                try send(CallbackURL.appending([("errorCode", String(code.rawValue)), ("errorMessage", code.message)], to: error))
+                try sendFailure(CallbackURL.appending([("errorCode", String(code.rawValue)), ("errorMessage", code.message)], to: error),
+                                named: "x-error", keystore: keystore)
             }
             throw CLIError.cancelled
         }
+    }
+
+    /// Sends an x-error or x-cancel callback. With --open, it is opened only where x-success
+    /// could send results: a scheme vault accepts as a destination, and a server only when its
+    /// origin is on the allowlist. Nobody confirms a failure, so otherwise any web page could
+    /// have vault open a `file:` URL or another program's scheme, or learn at a server of its
+    /// choosing which key names exist (from "unknown key"). Such a callback is printed instead.
+    private func sendFailure(_ callback: String, named field: String, keystore: Keystore) throws {
+        if open {
+            let destination = CallbackDestination(callback: callback)
+            let allowed = try destination.map { try !$0.isNetwork || keystore.isURLDestinationAllowed($0) } ?? false
+            guard allowed else {
+                let why = destination.map { "\($0) is not on the allowlist" } ?? "it is not a destination vault sends to"
+                Terminal.standardError("vault: warning: not opening the \(field) callback: \(why); it follows on standard output")
+                return print(callback)
+            }
+        }
+        try send(callback)
     }
 
     /// Prints the callback, or with --open hands it to xdg-open. A plaintext is never put on
