@@ -4,8 +4,8 @@ import Foundation
 
 /// Requests to the kernel about one open file that may block and that nobody waits for:
 /// start writing these dirty pages out, make what is written durable so far, read these
-/// bytes ahead. They run in order on a serial queue of the file's own, never on the thread
-/// that asks.
+/// bytes ahead. They run in order on a serial queue (one of four, below), never on the
+/// thread that asks.
 ///
 /// Each of them submits I/O from the caller's context, and a disk slow to take requests
 /// makes the caller wait for a free slot in its queue. Made inline, that wait stopped the

@@ -11,8 +11,9 @@ import CISAL
 ///
 /// The field is GF(2^8) with the polynomial x^8 + x^4 + x^3 + x^2 + 1 (0x11d), and the
 /// arithmetic is Intel's ISA-L (`ec_encode_data`), which computes all n segments of a
-/// stripe in one pass over its k rows with SIMD tables: 2.3 times the rate of vault's own
-/// AVX2 kernel, measured side by side (Docs/DECISIONS.md, "Format v2"). Its lookups depend
+/// stripe in one pass over its k rows with SIMD tables: 2.3 times the rate of the AVX2
+/// kernel of vault's own that it replaced, measured side by side (Docs/DECISIONS.md,
+/// "Format v2"). Its lookups depend
 /// on the data, which is ciphertext and public; Shamir on secret bytes keeps the
 /// constant-time arithmetic of GF256.swift, in its own field (0x11b).
 ///
