@@ -29,7 +29,7 @@ struct Bench: AsyncParsableCommand {
     func run() async throws {
         let base = (scratch ?? NSTemporaryDirectory()) + "/vault-bench-\(getpid())"
         try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: base) }
+        defer { Self.removeScratch(base) }
         print("vault bench: \(threshold) of \(count), \(ProcessInfo.processInfo.activeProcessorCount) cores")
         if !lan {
             let cores = ProcessInfo.processInfo.activeProcessorCount
@@ -105,6 +105,17 @@ struct Bench: AsyncParsableCommand {
 
     /// Every holder serves on loopback; holders recover a 1 KiB secret in turn, asking all the
     /// others at once, then the first delivers a 100 MiB secret to the rest.
+    /// Removes the scratch homes. With `--lan`, the holders' servers may still be closing
+    /// their keystores as this runs, and SQLite deletes a `-wal` file when its last connection
+    /// closes: a removal that meets a file vanishing under it stopped part way and left the
+    /// homes behind (100 MB a run). It is tried again while anything is left.
+    private static func removeScratch(_ base: String) {
+        for attempt in 0..<20 where FileManager.default.fileExists(atPath: base) {
+            if attempt > 0 { usleep(50_000) }
+            try? FileManager.default.removeItem(atPath: base)
+        }
+    }
+
     private func measureLAN(base: String, keystores: [Keystore], identities: [Identity]) async throws {
         var ports: [Int] = []
         var servers: [Task<Void, Error>] = []
