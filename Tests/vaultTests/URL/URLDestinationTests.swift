@@ -14,6 +14,19 @@ import VaultTestSupport
         return try #require(try URLRequestTests.results(result.stdout.trimmingCharacters(in: .newlines))["encryptedData"], "\(result.stderr)")
     }
 
+    /// A stand-in xdg-open that records its arguments in `log`, first on the PATH of
+    /// `environment`, with a display set so that vault tries it.
+    static func xdgOpenStandIn(_ s: Setup) throws -> (bin: TemporaryDirectory, log: String, environment: [String: String]) {
+        let bin = TemporaryDirectory("vault-xdg")
+        let log = bin.file("argv")
+        try "#!/bin/sh\nprintf '%s\\n' \"$@\" >> \(log)\n".write(toFile: bin.file("xdg-open"), atomically: true, encoding: .utf8)
+        chmod(bin.file("xdg-open"), 0o755)
+        var environment = s.alice.vault.childEnvironment
+        environment["PATH"] = bin.path + ":" + (environment["PATH"] ?? "/usr/bin:/bin")
+        environment["DISPLAY"] = ":99"
+        return (bin, log, environment)
+    }
+
     @Test func aPlaintextReachesAWebOriginOnlyWhenThatOriginIsAllowed() throws {
         let s = try Setup(allow: false)
         try s.alice.ok("settings", "url-allow", "a:")
@@ -64,14 +77,8 @@ import VaultTestSupport
     @Test func neverPutsAPlaintextOnXdgOpensCommandLine() throws {
         let s = try Setup()
         let data = try Self.encrypted(s, "plaintext on argv")
-        // A stand-in xdg-open records its arguments.
-        let bin = TemporaryDirectory("vault-xdg")
-        let log = bin.file("argv")
-        try "#!/bin/sh\nprintf '%s\\n' \"$@\" >> \(log)\n".write(toFile: bin.file("xdg-open"), atomically: true, encoding: .utf8)
-        chmod(bin.file("xdg-open"), 0o755)
-        var environment = s.alice.vault.childEnvironment
-        environment["PATH"] = bin.path + ":" + (environment["PATH"] ?? "/usr/bin:/bin")
-        environment["DISPLAY"] = ":99"
+        let (bin, log, environment) = try Self.xdgOpenStandIn(s)
+        defer { withExtendedLifetime(bin) {} }
         let hidden = (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8))?.contains("hidepid=") ?? false
 
         let decrypt = URLRequestTests.request("decrypt", [("encryptedData", data), ("x-success", "a://ok")])
@@ -96,13 +103,8 @@ import VaultTestSupport
     /// when its origin is allowed. Otherwise it is printed, with a warning.
     @Test func failureCallbacksAreOpenedOnlyWhereResultsCouldGo() throws {
         let s = try Setup()
-        let bin = TemporaryDirectory("vault-xdg")
-        let log = bin.file("argv")
-        try "#!/bin/sh\nprintf '%s\\n' \"$@\" >> \(log)\n".write(toFile: bin.file("xdg-open"), atomically: true, encoding: .utf8)
-        chmod(bin.file("xdg-open"), 0o755)
-        var environment = s.alice.vault.childEnvironment
-        environment["PATH"] = bin.path + ":" + (environment["PATH"] ?? "/usr/bin:/bin")
-        environment["DISPLAY"] = ":99"
+        let (bin, log, environment) = try Self.xdgOpenStandIn(s)
+        defer { withExtendedLifetime(bin) {} }
         func fail(_ callbacks: [(String, String)]) throws -> (result: ProcessResult, opened: String) {
             try? FileManager.default.removeItem(atPath: log)
             let request = URLRequestTests.request("encrypt", [("plaintext", "y"), ("key", "nokey")] + callbacks)
