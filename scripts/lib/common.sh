@@ -64,4 +64,7 @@ ensure_venv() {
   fi
 }
 
-command -v swift >/dev/null || { echo "vault: the Swift toolchain is not on PATH" >&2; exit 1; }
+# require_swift: what builds needs the toolchain; installing a given binary does not.
+require_swift() {
+  command -v swift >/dev/null || { echo "vault: the Swift toolchain is not on PATH" >&2; exit 1; }
+}

@@ -29,6 +29,8 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
     case fileExists(path: String)
     /// One of several input files was refused; the error says why.
     indirect case inFile(path: String, VaultError)
+    /// A `vault serve` runs for this keystore already (its pid, when known).
+    case alreadyServing(pid: Int32?)
 
     // Passphrases and key derivation.
     /// The private keys are passphrase-protected and no passphrase was given.
@@ -154,6 +156,7 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
         case .fileSystem(let path, let reason): "\(path): \(reason)"
         case .fileExists(let path): "\(path) already exists"
         case .inFile(let path, let error): "\(path): \(error)"
+        case .alreadyServing(let pid): "a 'vault serve' runs for this keystore already" + (pid.map { " (pid \($0))" } ?? "")
         case .passphraseRequired: "the private keys are protected by a passphrase and none was given"
         case .wrongPassphrase: "wrong passphrase"
         case .emptyPassphrase: "the passphrase is empty"

@@ -34,9 +34,9 @@ public enum PieceGathering {
     /// (their key shares sealed to this identity) that are removed when released. Stops when every holder has
     /// answered, when `enough` says the pieces received suffice (it is asked after each),
     /// or after `timeout` seconds (extended, while a holder waits for its person's consent,
-    /// to the end of that wait).
+    /// to the end of that wait, unless `strict`: the person asked for that bound).
     public static func gather(
-        _ secret: StoredSecret, from holders: [Holder], identity: Identity, directory: String, timeout: Int,
+        _ secret: StoredSecret, from holders: [Holder], identity: Identity, directory: String, timeout: Int, strict: Bool = false,
         enough: ([OutputFile]) -> Bool = { _ in false },
         report: @escaping @Sendable (Event) -> Void = { _ in }
     ) async -> [OutputFile] {
@@ -51,7 +51,7 @@ public enum PieceGathering {
                         try await PeerClient.requestPiece(of: secret, from: holder.peer, holderIndex: holder.index,
                                                           at: holder.address, identity: identity, into: file,
                                                           progress: holder.progress) { id, seconds in
-                            deadline.extend(to: Date().addingTimeInterval(NetLimits.approvalSeconds + 5))
+                            if !strict { deadline.extend(to: Date().addingTimeInterval(NetLimits.approvalSeconds + 5)) }
                             report(.waiting(holder.peer, id: id, seconds: seconds))
                         }
                         return (holder.peer, .success(HandedOver(file: file)))

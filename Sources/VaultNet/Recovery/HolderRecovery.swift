@@ -33,14 +33,17 @@ public struct HolderRecovery: Sendable {
     let identity: Identity
     let resolve: Resolve
     let timeout: Int
+    let strict: Bool
     let report: @Sendable (Event) -> Void
 
-    /// Recovery as `identity`, waiting `timeout` seconds for holders.
-    public init(keystore: Keystore, identity: Identity, timeout: Int, resolve: @escaping Resolve,
+    /// Recovery as `identity`, waiting `timeout` seconds for holders; longer while a holder
+    /// waits for its person's consent, unless `strict`.
+    public init(keystore: Keystore, identity: Identity, timeout: Int, strict: Bool = false, resolve: @escaping Resolve,
                 report: @escaping @Sendable (Event) -> Void) {
         self.keystore = keystore
         self.identity = identity
         self.timeout = timeout
+        self.strict = strict
         self.resolve = resolve
         self.report = report
     }
@@ -78,7 +81,7 @@ public struct HolderRecovery: Sendable {
         }
         let report = report
         return await PieceGathering.gather(secret, from: reachable, identity: identity, directory: keystore.home.directory,
-                                           timeout: timeout, enough: enough) { report(.gathering($0)) }
+                                           timeout: timeout, strict: strict, enough: enough) { report(.gathering($0)) }
     }
 
     /// Recovers the shared key `holding` from this holder's share and pieces gathered from

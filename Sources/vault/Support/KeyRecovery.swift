@@ -6,8 +6,9 @@ import VaultNet
 struct KeyRecoveryOptions: ParsableArguments {
     @OptionGroup var reach: PeerAddressOptions
 
-    @Option(help: ArgumentHelp("Seconds to wait for holders when the key must be recovered.", valueName: "s"))
-    var timeout: Int = 10
+    @Option(help: ArgumentHelp("Seconds to wait for holders when the key must be recovered (default: \(RecoveryWait.defaultSeconds), longer while a holder asks its person).",
+                               valueName: "s"))
+    var timeout: Int?
 
     @Option(help: ArgumentHelp("Read the shared key's password layer, if it has one, from the first line of this file.", valueName: "file"))
     var keyPasswordFile: String?
@@ -29,11 +30,20 @@ struct KeyRecoveryOptions: ParsableArguments {
     }
 }
 
+/// How long recovery waits for holders: `--timeout` bounds the whole wait; without it,
+/// holders get a few seconds to answer, and one that asks its person for consent gets the
+/// time that person has to answer.
+enum RecoveryWait {
+    static let defaultSeconds = 10
+}
+
 extension PeerAddressOptions {
-    /// Recovery as `identity` from the holders these options reach, reporting on the terminal.
-    func recoverer(_ keystore: Keystore, identity: Identity, timeout: Int) -> HolderRecovery {
+    /// Recovery as `identity` from the holders these options reach, reporting on the terminal;
+    /// `timeout` is the person's `--timeout`, if given.
+    func recoverer(_ keystore: Keystore, identity: Identity, timeout given: Int?) -> HolderRecovery {
         let reach = self
-        return HolderRecovery(keystore: keystore, identity: identity, timeout: timeout,
+        let timeout = given ?? RecoveryWait.defaultSeconds
+        return HolderRecovery(keystore: keystore, identity: identity, timeout: timeout, strict: given != nil,
                               resolve: { peers, discovering, wait in try await reach.addresses(for: peers, discovering: discovering, timeout: wait) },
                               report: { RecoveryReport.show($0, timeout: timeout) })
     }

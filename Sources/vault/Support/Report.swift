@@ -130,6 +130,8 @@ enum Report {
             "keep this identity, or remove the shares first with 'vault secrets rm' (recovery will then need other holders)"
         case .keystoreTooNew:
             "upgrade vault to open this keystore"
+        case .alreadyServing:
+            "one serve answers for a keystore: stop that one first, or use it ('vault requests', 'vault unlock')"
         case .passphraseRequired:
             "enter it on a terminal, or pass --passphrase-file FILE"
         case .invalidCard(let defect), .notAKeyCard(_, let defect):

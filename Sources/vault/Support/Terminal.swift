@@ -22,16 +22,29 @@ enum Terminal {
     /// answer must not default to yes.
     /// `details` are shown first, and only when the question can be asked.
     static func confirm(_ question: String, details: [String] = [], what: String) throws -> Bool {
+        try confirm(question, details: details, what: what, while: { true }) ?? false
+    }
+
+    /// Asks a yes/no question that may be settled elsewhere meanwhile (vault serve's piece
+    /// requests, approved from another shell): `stillOpen` is checked while the question
+    /// waits, and once it is false the question is withdrawn and nil returned. A question
+    /// left standing would take the next answer typed, meant for the next question.
+    static func confirm(_ question: String, details: [String] = [], what: String, while stillOpen: () -> Bool) throws -> Bool? {
         guard let tty = TTY() else { throw CLIError.confirmationRequired(what: what) }
         // One question at a time in this process (vault serve may have several to ask), and
         // nothing typed before the question answers it: a "y" meant for one question must
         // never be read by another.
         return questions.withLock { ProgressLine.pausing {
+            guard stillOpen() else { return nil }
             details.forEach(standardError)
             tty.discardTypedAhead()
             tty.write(question + " [y/N] ")
-            let answer = tty.readLine(echo: true)?.trimmingCharacters(in: .whitespaces).lowercased()
-            return answer == "y" || answer == "yes"
+            guard let answer = tty.readLine(while: stillOpen) else {
+                tty.write("(answered elsewhere)\n")
+                return nil
+            }
+            let word = answer.trimmingCharacters(in: .whitespaces).lowercased()
+            return word == "y" || word == "yes"
         } }
     }
 
@@ -42,7 +55,7 @@ enum Terminal {
         guard let tty = TTY() else { return nil }
         return ProgressLine.pausing {
             tty.write(prompt)
-            return tty.readLine(echo: true)?.trimmingCharacters(in: .whitespaces)
+            return tty.readLine()?.trimmingCharacters(in: .whitespaces)
         }
     }
 
@@ -82,7 +95,16 @@ private final class TTY {
         _ = bytes.withUnsafeBytes { Foundation.write(fd, $0.baseAddress, $0.count) }
     }
 
-    func readLine(echo: Bool) -> String? {
+    /// Reads one line; nil when `stillOpen` turns false first. The terminal is in canonical
+    /// mode, so it reads as ready only once a whole line was typed (or at end of input).
+    func readLine(while stillOpen: () -> Bool = { true }) -> String? {
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        while true {
+            guard stillOpen() else { return nil }
+            let ready = poll(&entry, 1, 200)
+            if ready > 0 { break }
+            if ready < 0 && errno != EINTR { break }
+        }
         var bytes: [UInt8] = []
         var byte: UInt8 = 0
         while read(fd, &byte, 1) == 1, byte != 0x0A, bytes.count < 4096 { bytes.append(byte) }
@@ -124,24 +146,35 @@ private final class TTY {
 }
 
 /// Puts the terminal's echo back if the user presses Ctrl-C at a hidden prompt.
+///
+/// Once the prompt is answered, the handlers it replaced are put back, not the defaults:
+/// `vault serve` ignores SIGINT and SIGTERM and stops on them through dispatch sources, and
+/// a default SIGINT after its passphrase prompt killed it without its goodbye and clean-up.
 private enum TerminalRestore {
     nonisolated(unsafe) static var fd: Int32 = -1
     nonisolated(unsafe) static var settings = termios()
+    static let signals = [SIGINT, SIGTERM, SIGHUP]
+    nonisolated(unsafe) static var replaced: [sigaction] = Array(repeating: .init(), count: 3)
 
     static func arm(fd: Int32, settings: termios) {
         Self.fd = fd
         Self.settings = settings
-        for sig in [SIGINT, SIGTERM, SIGHUP] {
-            signal(sig) { received in
+        for (i, sig) in signals.enumerated() {
+            var action = sigaction()
+            // At the prompt itself the signal ends the process, as it would have: nothing
+            // has started yet that needs stopping cleanly.
+            action.__sigaction_handler.sa_handler = { received in
                 if TerminalRestore.fd >= 0 { tcsetattr(TerminalRestore.fd, TCSAFLUSH, &TerminalRestore.settings) }
                 signal(received, SIG_DFL)
                 raise(received)
             }
+            sigemptyset(&action.sa_mask)
+            sigaction(sig, &action, &replaced[i])
         }
     }
 
     static func disarm() {
         fd = -1
-        for sig in [SIGINT, SIGTERM, SIGHUP] { signal(sig, SIG_DFL) }
+        for (i, sig) in signals.enumerated() { sigaction(sig, &replaced[i], nil) }
     }
 }

@@ -76,4 +76,30 @@ import VaultTestSupport
         #expect(unit.contains("\nExecStart=/usr/bin/vault serve\n"))
         #expect(Installation.tree(installation.home).isEmpty)
     }
+
+    /// Issue 32: installing a given binary needs no Swift toolchain and builds nothing: the
+    /// man pages come from the tree.
+    @Test func aGivenBinaryInstallsWithoutAToolchain() throws {
+        let installation = try Installation()
+        let prefix = installation.directory.file("usr/local")
+        var environment = installation.environment
+        environment["PATH"] = "/usr/local/bin:/usr/bin:/bin"
+        let withoutSwift = try ProcessRunner.run("/bin/bash", ["-c", "command -v swift"], environment: environment)
+        #expect(withoutSwift.status != 0, "swift is on \(environment["PATH"]!): \(withoutSwift.stdout)")
+        let result = try ProcessRunner.run("/bin/bash", [Installation.script, "--prefix", prefix, "--binary", VaultBinary.path],
+                                           environment: environment)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(!result.stderr.contains("building"), "\(result.stderr)")
+        let page = try String(contentsOfFile: prefix + "/share/man/man1/vault.share.1", encoding: .utf8)
+        #expect(page.contains("threshold"))
+    }
+
+    /// The pages in Docs/man are what generate-manual makes of this binary's help: a command
+    /// or option changed without `scripts/man` fails here.
+    @Test func theManPagesInTheTreeMatchTheBinary() throws {
+        guard Installation.manualToolBuilt else { throw Installation.Failure("generate-manual is not built: run scripts/test, which builds it") }
+        let script = ForeignNoiseTests.root.appendingPathComponent("scripts/man").path
+        let result = try ProcessRunner.run("/bin/bash", [script, "--check", "--binary", VaultBinary.path])
+        #expect(result.status == 0, "\(result.stderr)")
+    }
 }

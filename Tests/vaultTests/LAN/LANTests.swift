@@ -81,6 +81,45 @@ import VaultTestSupport
         server.stop()
     }
 
+    /// Issue 32: a second serve on the same keystore fails before touching the first one's
+    /// agent socket, and names it. (It once removed the socket on its way to "address
+    /// already in use", so `vault requests` said no serve ran.)
+    @Test func aSecondServeLeavesTheFirstAlone() throws {
+        let bob = try User().initialize("bob")
+        let first = try bob.vault.background(["serve", "--listen", "127.0.0.1", "--port", "0", "--no-mdns"], log: bob.directory.file("1.log"))
+        let port = try first.waitFor("listening on 127\\.0\\.0\\.1:(\\d+)")
+        try first.waitFor("agent listening on")
+        let second = try bob.fails("serve", "--listen", "127.0.0.1", "--port", port, "--no-mdns")
+        #expect(second.contains("vault: error: a 'vault serve' runs for this keystore already (pid \(first.pid))"), "\(second)")
+        #expect(!second.contains("agent listening"))
+        // The first still answers its agent.
+        let requests = try bob.vault.run("requests")
+        #expect(requests.status == 0 && requests.stderr.contains("no requests wait"), "\(requests.stderr)")
+        #expect(first.stop() == 0)
+        // Once it stopped, a new serve starts.
+        let third = try bob.vault.background(["serve", "--listen", "127.0.0.1", "--port", "0", "--no-mdns"], log: bob.directory.file("3.log"))
+        try third.waitFor("agent listening on")
+        #expect(third.stop() == 0)
+    }
+
+    /// Issue 32: Ctrl-C stops a serve whose passphrase was typed on its terminal as it stops
+    /// any other: its goodbye, "stopped", and no agent socket left behind. (The passphrase
+    /// prompt once left SIGINT at its default, so serve died with 130 and a stale socket.)
+    @Test func ctrlCStopsAServeUnlockedOnItsTerminal() throws {
+        let bob = User()
+        let words = try bob.directory.write("pass", Array("correct horse battery\n".utf8))
+        try bob.initialize("bob", "--passphrase-file", words)
+        let serve = try bob.vault.onTerminal(["serve", "--listen", "127.0.0.1", "--port", "0", "--no-mdns"])
+        try serve.expect("Passphrase for bob: ")
+        serve.send("correct horse battery")
+        try serve.expect("agent listening on")
+        try serve.expect("as 'bob' (fingerprint ")
+        serve.signal(SIGINT)
+        try serve.expect("vault serve: stopped", timeout: 10)
+        #expect(serve.finish().status == 0)
+        #expect(!FileManager.default.fileExists(atPath: bob.vault.home + "/agent.sock"))
+    }
+
     @Test func keepsUndeliveredBundlesUntilPushed() throws {
         let circle = try Circle(["alice", "bob"])
         let port = "127.0.0.1:\(Int.random(in: 20000...60000))"

@@ -66,7 +66,8 @@ import VaultTestSupport
 
     @Test func aDenialOrSilenceReleasesNothing() throws {
         let s = try Setup(consentTimeout: 5)
-        let (denied, _) = try s.recover(["--timeout", "3"])
+        // No --timeout: recovery waits while the holders' people decide.
+        let (denied, _) = try s.recover()
         try s.holders["bob"].ok("deny", try s.waitingRequest(at: "bob"))
         // Carol never answers: her request times out on her side.
         #expect(denied.wait() == 1)
@@ -116,6 +117,51 @@ import VaultTestSupport
         serve.signal(SIGTERM)
         try serve.expect("vault serve: stopped", timeout: 10)
         #expect(serve.finish().status == 0)
+    }
+
+    /// Issue 32: a question on serve's terminal whose request was answered elsewhere is
+    /// withdrawn, and the next request gets a question of its own, which the next answer
+    /// typed decides. (The old question stayed, the next requests got none, and a "y" went to
+    /// the finished request.)
+    @Test func aQuestionAnsweredElsewhereIsWithdrawn() throws {
+        let h = try SharedKeyTests.Holders(["alice", "bob"], serving: [], autoRelease: false)
+        let id = try h.circle.share(from: "alice", ["-", "--to", "bob", "-k", "2"])
+        let serve = try h["bob"].vault.onTerminal(["serve", "--listen", "127.0.0.1", "--port", "0", "--no-mdns"])
+        try serve.expect("as 'bob' (fingerprint ")
+        let port = try #require(serve.transcript.firstMatch(of: /listening on 127\.0\.0\.1:(\d+)/)?.1)
+        func recover() throws -> BackgroundProcess {
+            try h["alice"].vault.background(["recover", id, "-o", h.circle.files.file("out-\(UUID().uuidString)"), "--peer", "bob=127.0.0.1:\(port)"],
+                                            log: h.circle.files.file("recover-\(UUID().uuidString).log"))
+        }
+        let first = try recover()
+        let request = try first.waitFor("waiting for bob to approve request ([0-9a-f]{8})")
+        try serve.expect("(request \(request))? [y/N] ")
+        try h["bob"].ok("approve", request)
+        #expect(first.wait() == 0, "\(first.log)")
+        try serve.expect("(answered elsewhere)", timeout: 5)
+
+        let second = try recover()
+        let next = try second.waitFor("waiting for bob to approve request ([0-9a-f]{8})")
+        try serve.expect("(request \(next))? [y/N] ", timeout: 10)
+        serve.send("y")
+        #expect(second.wait() == 0, "\(second.log)")
+        try serve.expect("vault serve: approved request \(next)", timeout: 5)
+        serve.signal(SIGTERM)
+        try serve.expect("vault serve: stopped", timeout: 10)
+        #expect(serve.finish().status == 0)
+    }
+
+    /// Issue 32: `--timeout` bounds the whole wait, also while a holder asks its person
+    /// (it once waited out serve's two-minute consent window).
+    @Test func timeoutBoundsTheWholeWait() throws {
+        let s = try Setup()
+        let started = Date()
+        let (recovery, _) = try s.recover(["--timeout", "3"])
+        try recovery.waitFor("waiting for bob to approve request [0-9a-f]{8}")
+        #expect(recovery.wait() == 1, "\(recovery.log)")
+        #expect(recovery.log.contains("no more answers within 3 s"), "\(recovery.log)")
+        // Far below the 120 s a holder waits for consent, whatever the machine's load.
+        #expect(Date().timeIntervalSince(started) < 60)
     }
 
     @Test func approvingNeedsARunningServe() throws {

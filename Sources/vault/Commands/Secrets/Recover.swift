@@ -39,8 +39,9 @@ struct Recover: AsyncParsableCommand {
 
     @OptionGroup var reach: PeerAddressOptions
 
-    @Option(help: ArgumentHelp("Seconds to wait for holders over the LAN.", valueName: "s"))
-    var timeout: Int = 10
+    @Option(help: ArgumentHelp("Seconds to wait for holders over the LAN, in all (default: \(RecoveryWait.defaultSeconds), longer while a holder asks its person for consent).",
+                               valueName: "s"))
+    var timeout: Int?
 
     @OptionGroup var progress: ProgressOption
 

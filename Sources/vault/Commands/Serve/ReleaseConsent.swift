@@ -4,7 +4,8 @@ import VaultCore
 import VaultNet
 
 /// How `vault serve` puts piece requests to its person: a line in its log naming the
-/// request, and, when it runs on a terminal, a question there, one at a time.
+/// request, and, when it runs on a terminal, a question there, one at a time, withdrawn if
+/// the request is answered elsewhere first.
 enum ReleaseConsent {
     /// One question on the terminal at a time: two prompts must never interleave.
     private static let prompts = DispatchQueue(label: "vault.serve.consent")
@@ -17,11 +18,15 @@ enum ReleaseConsent {
                 + (request.description.isEmpty ? "" : " (\(TerminalText.escaped(request.description)))")
                 + "; approve with 'vault approve \(request.id)' within \(Int(request.expires.timeIntervalSince(request.asked))) s")
             guard Terminal.isAvailable else { return }
+            // Each request gets its own question, in the order they came. One answered
+            // elsewhere (vault approve|deny), or lapsed, is not asked, or is withdrawn while it
+            // waits, so that the next answer typed goes to the next question.
             prompts.async {
-                // Answered elsewhere already (vault approve|deny): nothing to ask.
-                guard let approvals = approvals.value, approvals.waiting().contains(where: { $0.id == request.id }) else { return }
-                let yes = (try? Terminal.confirm("Release your piece of \(request.secretID.prefix(16)) to '\(TerminalText.escaped(request.peer))' (request \(request.id))?",
-                                                 what: "releasing a piece")) ?? false
+                guard let approvals = approvals.value else { return }
+                let open = { approvals.waiting().contains { $0.id == request.id } }
+                let answer = try? Terminal.confirm("Release your piece of \(request.secretID.prefix(16)) to '\(TerminalText.escaped(request.peer))' (request \(request.id))?",
+                                                   what: "releasing a piece", while: open)
+                guard let yes = answer ?? nil else { return }
                 if approvals.decide(request.id, approve: yes) != nil {
                     Terminal.standardError("vault serve: \(yes ? "approved" : "denied") request \(request.id)")
                 }

@@ -72,6 +72,10 @@ struct Serve: AsyncParsableCommand {
         defer { signals.forEach { $0.cancel() } }
         if pairing && !Terminal.isAvailable { throw CLIError.confirmationRequired(what: "pairing") }
         let keystore = try home.openKeystore()
+        // Before anything else of the running serve's is touched (its agent socket), and
+        // before a passphrase is asked for nothing.
+        let lock = try ServeLock.acquire(keystore.home)
+        defer { withExtendedLifetime(lock) {} }
         let identity = try keys.unlock(keystore)
         var confirmation: PeerServer.Confirm?
         if confirm {
