@@ -83,7 +83,7 @@ struct ResourceTests {
         #expect(delivered.stderr.contains("No space left on device") || delivered.stderr.contains("disk is full"), "\(delivered.stderr)")
         #expect(carol.vault.keystoreBytes() == before)
         try carol.ok("secrets", "list")
-        #expect(disk.names(in: disk.path + "/home").allSatisfy { $0.hasPrefix("vault.sqlite") || ["outbox", "pieces", "agent.sock"].contains($0) },
+        #expect(disk.names(in: disk.path + "/home").allSatisfy { $0.hasPrefix("vault.sqlite") || ["outbox", "pieces", "agent.sock", "serve.lock"].contains($0) },
                 "\(disk.names(in: disk.path + "/home"))")
         #expect(disk.names(in: disk.path + "/home/outbox").isEmpty)
         #expect(disk.names(in: disk.path + "/home/pieces").isEmpty, "no share stored, no piece file left")
