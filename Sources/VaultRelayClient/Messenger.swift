@@ -67,6 +67,8 @@ public struct ReceiveReport: Sendable {
     public var resent: [Numbers] = []
     /// Item changes of synced keys (object sync).
     public var sync = SyncReport()
+    /// What holders of secrets said to each other (share offers, piece requests, answers).
+    public var holders = HolderReport()
 
     /// The problems, each once, in order (a relay that is down is found by every step that
     /// asks it).
@@ -237,8 +239,12 @@ public enum Messenger {
                 if let object {
                     // Confirmed unless this machine failed to keep it (a full disk): the
                     // relays then keep it for the next run.
-                    if await ObjectSync.received(object.message, path: object.path, in: group, keystore: keystore, identity: identity,
-                                                 spool: spool, report: &report) {
+                    let done = object.message.header?.kind == .holder
+                        ? await HolderMail.received(object.message, path: object.path, in: group, keystore: keystore, identity: identity,
+                                                    spool: spool, report: &report.holders)
+                        : await ObjectSync.received(object.message, path: object.path, in: group, keystore: keystore, identity: identity,
+                                                    spool: spool, report: &report)
+                    if done {
                         await confirm(id, in: group, on: relays.map { connections[$0] })
                     }
                     continue
@@ -334,7 +340,7 @@ public enum Messenger {
         }
     }
 
-    private static func list(_ connection: RelayConnection) async throws -> [RelayAPI.MessageEntry] {
+    static func list(_ connection: RelayConnection) async throws -> [RelayAPI.MessageEntry] {
         var entries: [RelayAPI.MessageEntry] = []
         var cursor: String?
         repeat {
@@ -364,8 +370,8 @@ public enum Messenger {
     /// sender's signature, this group and message, the body against what the header commits
     /// to, and for a share this relay's index and this identity's box. A message that fails
     /// names its relay.
-    private static func fetch(_ id: [UInt8], in group: GroupRecord, from connection: RelayConnection, index: Int, spool: Spool,
-                              identity: Identity, objectsOnly: Bool) async throws -> Fetched {
+    static func fetch(_ id: [UInt8], in group: GroupRecord, from connection: RelayConnection, index: Int, spool: Spool,
+                      identity: Identity, objectsOnly: Bool, holderOnly: Bool = false) async throws -> Fetched {
         let path = spool.newPath()
         let output = try OutputFile(path: path)
         var incoming = IncomingRelayMessage(maximumLength: IncomingMessageShare.largest)
@@ -376,6 +382,11 @@ public enum Messenger {
                     try buffer.withUnsafeReadableBytes { bytes in
                         try incoming.take(bytes)
                         if objectsOnly, incoming.isDecided, incoming.object == nil { throw SkippedShare() }
+                        // The watcher of `vault serve` reads holder messages only; what else it
+                        // meets stays on the relays for `vault receive` and `vault sync`.
+                        if holderOnly, incoming.isDecided, incoming.object.map({ $0.header.map { $0.kind != .holder } ?? false }) ?? true {
+                            throw SkippedShare()
+                        }
                         try output.write(bytes)
                     }
                 }

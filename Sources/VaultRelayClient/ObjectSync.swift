@@ -132,6 +132,9 @@ public enum ObjectSync {
                 report.sync.started.append(try keyName(header.keyID, keystore))
             }
             switch header.kind {
+            case .holder:
+                // Messenger hands holder messages to HolderMail; none reaches here.
+                return true
             case .snapshotRequest:
                 // A snapshot that could not be sent is tried again at the next run: the
                 // request stays on the relays.
@@ -207,7 +210,7 @@ public enum ObjectSync {
 
     /// Writes one object message and stores it whole on every relay of `group`; returns
     /// how many stored it.
-    private static func send(_ request: ObjectMessage.Request, group: GroupRecord, keystore: Keystore, identity: Identity,
+    static func send(_ request: ObjectMessage.Request, group: GroupRecord, keystore: Keystore, identity: Identity,
                              entries: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void) async throws -> Int {
         let spool = try Spool(home: keystore.home)
         let (path, header) = try ObjectMessage.write(request, entries: entries, sender: identity, spool: spool)

@@ -243,6 +243,60 @@ enum KeystoreSchema {
                 ALTER TABLE item ADD COLUMN unopened INTEGER NOT NULL DEFAULT 0;
                 """)
         }
+        // Holders anywhere (Docs/RELAY.md, "Holders through relays"). A holder's requests and
+        // share offers that came through relays, waiting for its person or answered, kept
+        // until they expire (their nonces refuse replays until then). A requester's
+        // recoveries through relays: the reply key, sealed, and each holder asked. A dealer's
+        // view of where each holder's share went.
+        migrator.registerMigration("v12-holders-anywhere") { db in
+            try db.execute(sql: """
+                CREATE TABLE holder_request (
+                    id TEXT PRIMARY KEY CHECK (length(id) = 8),
+                    nonce BLOB NOT NULL UNIQUE CHECK (length(nonce) = 16),
+                    kind INTEGER NOT NULL CHECK (kind IN (1, 2)),
+                    group_id BLOB NOT NULL CHECK (length(group_id) = 16),
+                    peer_key BLOB NOT NULL CHECK (length(peer_key) = 32),
+                    peer_label TEXT NOT NULL,
+                    secret_row BLOB,
+                    record BLOB NOT NULL,
+                    state TEXT NOT NULL CHECK (state IN ('waiting', 'approved', 'automatic', 'denied', 'expired', 'answered')),
+                    received_at INTEGER NOT NULL,
+                    expires_at INTEGER NOT NULL
+                );
+                CREATE TABLE recovery (
+                    secret_row BLOB PRIMARY KEY CHECK (length(secret_row) = 16),
+                    secret_id BLOB NOT NULL CHECK (length(secret_id) = 16),
+                    dealer BLOB NOT NULL CHECK (length(dealer) = 65),
+                    holds_share INTEGER NOT NULL CHECK (holds_share IN (0, 1)),
+                    reply_key BLOB NOT NULL CHECK (length(reply_key) = 32),
+                    reply_secret BLOB NOT NULL,
+                    started_at INTEGER NOT NULL,
+                    expires_at INTEGER NOT NULL
+                ) WITHOUT ROWID;
+                CREATE TABLE recovery_ask (
+                    nonce BLOB PRIMARY KEY CHECK (length(nonce) = 16),
+                    secret_row BLOB NOT NULL REFERENCES recovery(secret_row) ON DELETE CASCADE,
+                    holder_key BLOB NOT NULL CHECK (length(holder_key) = 32),
+                    holder_label TEXT NOT NULL,
+                    group_id BLOB NOT NULL CHECK (length(group_id) = 16),
+                    state TEXT NOT NULL CHECK (state IN ('asked', 'waiting', 'released', 'denied', 'timed out', 'refused', 'failed')),
+                    detail TEXT,
+                    until_at INTEGER,
+                    prefix BLOB,
+                    piece TEXT,
+                    updated_at INTEGER NOT NULL
+                ) WITHOUT ROWID;
+                CREATE TABLE share_delivery (
+                    secret_row BLOB NOT NULL CHECK (length(secret_row) = 16),
+                    holder_key BLOB NOT NULL CHECK (length(holder_key) = 32),
+                    holder_label TEXT NOT NULL,
+                    state TEXT NOT NULL CHECK (state IN ('not yet reached', 'sent', 'waiting for consent', 'delivered', 'refused')),
+                    via TEXT NOT NULL,
+                    updated_at INTEGER NOT NULL,
+                    PRIMARY KEY (secret_row, holder_key)
+                ) WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 

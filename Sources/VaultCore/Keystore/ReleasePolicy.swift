@@ -67,6 +67,16 @@ extension Keystore {
         return rows.compactMap { row in peers.first { $0.card.agreementKey == row.key }.map { (peer: $0, everySecret: row.everySecret) } }
     }
 
+    /// The one way a piece leaves this holder, over the LAN or through relays: writes its
+    /// piece of `secret` for `peer` into `output` (requester index `index`, 0 for a requester
+    /// that holds no share; the key share sealed to `recipientKey`) and records the release
+    /// with its `decision`.
+    public func release(_ secret: StoredSecret, to peer: Peer, index: Int, sealedTo recipientKey: [UInt8], decision: ReleaseDecision,
+                        identity: Identity, output: OutputFile) throws {
+        try ReleasedPiece.release(secret, toIndex: index, sealedTo: recipientKey, keystore: self, identity: identity, output: output)
+        try recordRelease(secretID: secret.header.secretID, peer: peer, requester: index, decision: decision)
+    }
+
     /// Records a release decision for `secretID`.
     public func recordRelease(secretID: [UInt8], peer: Peer, requester: Int, decision: ReleaseDecision) throws(VaultError) {
         try write { db in

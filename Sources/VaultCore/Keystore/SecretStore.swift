@@ -18,8 +18,10 @@ public struct StoredSecret: Sendable {
     /// When the share was stored.
     public let storedAt: Date
     let box: [UInt8]
+    /// The bundle's signed prefix (§9), as the dealer made it.
+    let prefix: [UInt8]
     /// Where the sealed keys start in the piece file.
-    let prefixLength: Int
+    var prefixLength: Int { prefix.count }
 
     init(row: Row) throws {
         let prefix = [UInt8](row["prefix"] as Data)
@@ -33,7 +35,7 @@ public struct StoredSecret: Sendable {
         role = Role(rawValue: row["role"]) ?? .holder
         storedAt = Date(timeIntervalSince1970: TimeInterval(row["stored_at"] as Int64))
         box = [UInt8](row["box"] as Data)
-        prefixLength = prefix.count
+        self.prefix = prefix
     }
 }
 
@@ -345,7 +347,10 @@ extension BundleHeader {
     /// A secret id is the dealer's random choice, so only the dealer vouches for it. Keyed
     /// by the id alone, a co-holder who saw a bundle could deliver one of its own under the
     /// same id first, and the real one would be refused as a duplicate.
-    public var rowID: [UInt8] {
+    public var rowID: [UInt8] { Self.rowID(dealer: dealer, secretID: secretID) }
+
+    /// The keystore's key for the share of (`dealer`, `secretID`).
+    public static func rowID(dealer: KeyCard, secretID: [UInt8]) -> [UInt8] {
         Sodium.blake2b(outputLength: 16, key: "vault/v1/secret-row", dealer.agreementKey, dealer.signingKey, secretID)
     }
 }

@@ -151,7 +151,7 @@ extension FileSource {
     }
 
     /// A file read from `offset` on.
-    static func skipping(_ offset: Int, of path: String) throws -> FileSource {
+    public static func skipping(_ offset: Int, of path: String) throws -> FileSource {
         let source = try FileSource(path: path)
         try source.skip(UInt64(offset))
         return source

@@ -14,6 +14,10 @@ public struct ObjectHeader: Equatable, Sendable {
         case snapshotRequest = 2
         /// A holder's whole state of the key: every change it knows, newest first.
         case snapshot = 3
+        /// A step between a secret's holders (Docs/FORMAT.md §20): a share offer, a piece
+        /// request, an answer. Its key id is 16 zero bytes and it has one recipient: which
+        /// step, and which secret, is sealed inside.
+        case holder = 4
     }
 
     /// 128 random bits.
@@ -112,6 +116,9 @@ public struct ObjectHeader: Equatable, Sendable {
             }
             // A request for a snapshot goes to holders; a snapshot answers one of them.
             guard kind != .snapshot || count == 1 else { throw fail("a snapshot goes to one recipient") }
+            guard kind != .holder || (count == 1 && keyID.allSatisfy { $0 == 0 }) else {
+                throw fail("a holder message goes to one recipient and names no key")
+            }
             try r.end()
         } catch let error as VaultError {
             if case .invalidCard = error { throw fail("a card in it is invalid") }

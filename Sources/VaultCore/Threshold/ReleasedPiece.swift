@@ -79,15 +79,29 @@ public enum ReleasedPiece {
         guard let to = header.index(of: recipient.card.agreementKey), to != header.holderIndex else {
             throw VaultError.notAHolder(label: recipient.label.value)
         }
+        try release(secret, toIndex: to, sealedTo: recipient.card.agreementKey, keystore: keystore, identity: identity, output: output,
+                    progress: progress, random: random)
+    }
+
+    /// Writes this holder's piece of `secret` for requester index `to` (0 for a requester
+    /// that holds no share), its key share sealed to the X25519 key `recipientKey`: the
+    /// requester's own, or the one-time reply key of a request through relays (Docs/FORMAT.md
+    /// §20), which only that request's maker can open.
+    static func release(
+        _ secret: StoredSecret, toIndex to: Int, sealedTo recipientKey: [UInt8], keystore: Keystore, identity: Identity, output: OutputFile,
+        progress: ProgressMeter? = nil, random: some RandomSource = SecureRandom()
+    ) throws {
+        let header = secret.header
+        precondition(to != header.holderIndex && to <= header.count)
         let keyShare = try ShareBundle.openBox(secret.box, header: header, holder: identity)
         let pieceLength = header.pieceLength
         let oneTime = OneTimeKey(random: random)
         let releaseHeader = Header(secretID: header.secretID, from: header.holderIndex, to: to, sender: identity.card,
-                                   recipientKey: recipient.card.agreementKey, oneTimeKey: oneTime.publicKey, pieceLength: pieceLength)
+                                   recipientKey: recipientKey, oneTimeKey: oneTime.publicKey, pieceLength: pieceLength)
         let encoded = releaseHeader.encoded()
         precondition(encoded.count == headerLength)
         let prefix = SignedFrame.make(magic: magic, version: version, body: encoded, domain: signatureDomain, signer: identity)
-            + Box.seal([keyShare, SecureBytes(copying: releaseHeader.hash)], to: recipient.card.agreementKey,
+            + Box.seal([keyShare, SecureBytes(copying: releaseHeader.hash)], to: recipientKey,
                        secretKey: oneTime.secretKey, random: random)
         try prefix.withUnsafeBytes { try output.write($0) }
 
@@ -136,19 +150,39 @@ public enum ReleasedPiece {
         case setAside(Header, sender: KeyCard?, problem: String)
     }
 
+    /// Who a release is for: a requester index (0: a requester that holds no share) and
+    /// the X25519 key pair its box is sealed to.
+    struct Recipient {
+        let index: Int
+        let agreementKey: [UInt8]
+        let secretKey: SecureBytes
+
+        /// `identity`, holding share `index` of the secret.
+        init(_ identity: Identity, index: Int) {
+            self.init(index: index, agreementKey: identity.card.agreementKey, secretKey: identity.agreementSecret)
+        }
+
+        init(index: Int, agreementKey: [UInt8], secretKey: SecureBytes) {
+            self.index = index
+            self.agreementKey = agreementKey
+            self.secretKey = secretKey
+        }
+    }
+
     /// Opens the release in `path` for `secret`'s holder `identity`, refusing one for
     /// another secret, another requester, or from a key that is not the claimed holder, and
     /// one to set aside with ``VaultError/damaged(what:detail:)``.
     static func open(path: String, secret: BundleHeader, identity: Identity, trusted: [KeyCard] = []) throws -> Opened {
-        switch try read(path: path, secret: secret, identity: identity, trusted: trusted) {
+        switch try read(path: path, secret: secret, recipients: [Recipient(identity, index: secret.holderIndex)], trusted: trusted) {
         case .opened(let opened): return opened
         case .setAside(_, _, let problem): throw VaultError.damaged(what: path, detail: problem)
         }
     }
 
-    /// Reads the release in `path` (see ``Reading``); `trusted` are the cards the sender's
-    /// card is checked against, besides the dealer's.
-    static func read(path: String, secret: BundleHeader, identity: Identity, trusted: [KeyCard]) throws -> Reading {
+    /// Reads the release in `path` (see ``Reading``) for whichever of `recipients` it names
+    /// (by its recipient key and index); `trusted` are the cards the sender's card is checked
+    /// against, besides the dealer's.
+    static func read(path: String, secret: BundleHeader, recipients: [Recipient], trusted: [KeyCard]) throws -> Reading {
         var source = try FileSource(path: path)
         let start = try source.readFully(9)
         guard start.count == 9, Array(start[0..<4]) == magic else {
@@ -172,10 +206,10 @@ public enum ReleasedPiece {
         guard header.secretID == secret.secretID else {
             throw VaultError.mixedSecrets(file: path, secretID: header.secretID.hex)
         }
-        guard Sodium.equal(header.recipientKey, identity.card.agreementKey), header.to == secret.holderIndex else {
+        guard let recipient = recipients.first(where: { Sodium.equal(header.recipientKey, $0.agreementKey) }), header.to == recipient.index else {
             throw VaultError.notForThisIdentity(what: path)
         }
-        guard header.from >= 1, header.from <= secret.count, header.from != secret.holderIndex,
+        guard header.from >= 1, header.from <= secret.count, header.from != recipient.index,
               secret.index(of: header.sender.agreementKey) == header.from else {
             throw VaultError.malformed(what: path, detail: "its sender is not holder \(header.from) of this secret")
         }
@@ -189,7 +223,7 @@ public enum ReleasedPiece {
         guard header.sender.verify(signature: signature, of: signatureDomain + encoded) else {
             return .setAside(header, sender: nil, problem: "damaged: its sender's signature does not verify")
         }
-        guard let plain = Box.open(box, from: header.oneTimeKey, to: identity), plain.count == ShareBundle.boxPlaintextLength,
+        guard let plain = Box.open(box, from: header.oneTimeKey, secretKey: recipient.secretKey), plain.count == ShareBundle.boxPlaintextLength,
               Sodium.equal(plain.slice(32..<64).withUnsafeBytes(Array.init), header.hash) else {
             return .setAside(header, sender: nil, problem: "damaged: its sealed keys do not open")
         }

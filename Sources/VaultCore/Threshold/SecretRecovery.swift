@@ -39,20 +39,57 @@ public enum SecretRecovery {
     /// `output`, `password`, `metadataReady` and `progress` are called one at a time and
     /// in stream order, but from whichever core's lane holds the next stripe, not
     /// necessarily the caller's thread.
+    /// Pieces released through relays are sealed to the one-time keys of their requests
+    /// (`replyKeys`) rather than to `identity`; each release names the key it is sealed to.
     public static func recover(
-        _ secret: StoredSecret, keystore: Keystore, identity: Identity, pieceFiles: [String],
+        _ secret: StoredSecret, keystore: Keystore, identity: Identity, pieceFiles: [String], replyKeys: [ReplyKey] = [],
         password: @escaping () throws -> SecureBytes, metadataReady: @escaping (SecretMetadata) throws -> Void = { _ in },
         verified: (PieceOutcome) -> Void = { _ in }, progress: ProgressMeter? = nil,
         output: @escaping (UnsafeRawBufferPointer) throws -> Void
     ) throws -> RecoveredSecret {
-        let header = secret.header
-        let own = try ShareBundle.openBox(secret.box, header: header, holder: identity)
-        var candidates = [Candidate(index: header.holderIndex, keyShare: own, source: "your share", sender: nil, file: nil, release: nil)]
+        try recover(header: secret.header, own: secret, keystore: keystore, identity: identity, pieceFiles: pieceFiles, replyKeys: replyKeys,
+                    password: password, metadataReady: metadataReady, verified: verified, progress: progress, output: output)
+    }
+
+    /// Rebuilds a secret this identity holds no share of, from k released pieces alone (a
+    /// new machine recovering through the holders, Docs/SECURITY.md "Social recovery").
+    /// `header` is one holder's signed header, whose dealer the caller checked; every piece
+    /// is checked against its commitments, as always.
+    public static func recover(
+        header: BundleHeader, keystore: Keystore, identity: Identity, pieceFiles: [String], replyKeys: [ReplyKey],
+        password: @escaping () throws -> SecureBytes, metadataReady: @escaping (SecretMetadata) throws -> Void = { _ in },
+        verified: (PieceOutcome) -> Void = { _ in }, progress: ProgressMeter? = nil,
+        output: @escaping (UnsafeRawBufferPointer) throws -> Void
+    ) throws -> RecoveredSecret {
+        try recover(header: header, own: nil, keystore: keystore, identity: identity, pieceFiles: pieceFiles, replyKeys: replyKeys,
+                    password: password, metadataReady: metadataReady, verified: verified, progress: progress, output: output)
+    }
+
+    /// Who the releases may be sealed to: this identity (as its own index), or one of the
+    /// reply keys of its requests through relays.
+    static func recipients(identity: Identity, index: Int, replyKeys: [ReplyKey]) -> [ReleasedPiece.Recipient] {
+        [ReleasedPiece.Recipient(identity, index: index)]
+            + replyKeys.map { ReleasedPiece.Recipient(index: index, agreementKey: $0.publicKey, secretKey: $0.secretKey) }
+    }
+
+    private static func recover(
+        header: BundleHeader, own secret: StoredSecret?, keystore: Keystore, identity: Identity, pieceFiles: [String], replyKeys: [ReplyKey],
+        password: @escaping () throws -> SecureBytes, metadataReady: @escaping (SecretMetadata) throws -> Void,
+        verified: (PieceOutcome) -> Void, progress: ProgressMeter?,
+        output: @escaping (UnsafeRawBufferPointer) throws -> Void
+    ) throws -> RecoveredSecret {
+        var candidates: [Candidate] = []
+        var claimed: Set<Int> = []
+        if let secret {
+            let own = try ShareBundle.openBox(secret.box, header: header, holder: identity)
+            candidates.append(Candidate(index: header.holderIndex, keyShare: own, source: "your share", sender: nil, file: nil, release: nil))
+            claimed.insert(header.holderIndex)
+        }
         var outcomes: [PieceOutcome] = []
-        var claimed: Set<Int> = [header.holderIndex]
         let trusted = try keystore.peers().map(\.card)
+        let recipients = recipients(identity: identity, index: secret?.header.holderIndex ?? 0, replyKeys: replyKeys)
         for path in pieceFiles {
-            let reading = try ReleasedPiece.read(path: path, secret: header, identity: identity, trusted: trusted)
+            let reading = try ReleasedPiece.read(path: path, secret: header, recipients: recipients, trusted: trusted)
             let from: Int
             switch reading {
             case .opened(let opened): from = opened.header.from
@@ -88,7 +125,7 @@ public enum SecretRecovery {
                 let hashers = candidates.map { _ in header.commitmentHasher() }
                 // Checked before the last stripe's plaintext goes out, so a secret of one
                 // stripe reaches the output only once every piece checks out.
-                try combine(candidates, of: secret, keystore: keystore, hashers: hashers, into: opening, progress: progress) { trailers in
+                try combine(candidates, header: header, own: secret, keystore: keystore, hashers: hashers, into: opening, progress: progress) { trailers in
                     let problems = zip(candidates, zip(hashers, trailers)).map { candidate, checked in
                         problem(candidate, header: header, pieceHash: checked.0.finish(), trailer: checked.1)
                     }
@@ -115,7 +152,7 @@ public enum SecretRecovery {
         progress?.expect(UInt64(candidates.count) * header.pieceLength + (singlePassFailure == nil ? header.ciphertextLength : 0))
         for candidate in candidates {
             let problem = try candidate.file == nil
-                ? keystore.withPiece(secret) {
+                ? keystore.withPiece(secret!) {
                     try verify(candidate, header: header, source: MeteredSource($0, meter: progress))
                 }
                 : verify(candidate, header: header,
@@ -137,7 +174,8 @@ public enum SecretRecovery {
         if let singlePassFailure { throw singlePassFailure }
 
         do {
-            try combine(Array(good.prefix(header.threshold)), of: secret, keystore: keystore, hashers: nil, into: opening, progress: progress)
+            try combine(Array(good.prefix(header.threshold)), header: header, own: secret, keystore: keystore, hashers: nil, into: opening,
+                        progress: progress)
         } catch let disagreement as PiecesDisagree {
             throw disagreement.error
         }
@@ -155,13 +193,13 @@ public enum SecretRecovery {
     /// With `hashers` (one a piece), each piece is also hashed as it goes, so that it is
     /// read once; `check` then gets each piece's trailer, before the last stripe's
     /// plaintext goes out.
-    private static func combine(_ chosen: [Candidate], of secret: StoredSecret, keystore: Keystore, hashers: [PieceHasher]?,
+    private static func combine(_ chosen: [Candidate], header: BundleHeader, own secret: StoredSecret?, keystore: Keystore, hashers: [PieceHasher]?,
                                 into opening: PayloadOpening, progress: ProgressMeter?,
                                 check: @escaping ([[UInt8]]) throws -> Void = { _ in }) throws {
-        let header = secret.header
         let dataKey = opening.start(keyShares: chosen.map { (x: UInt8($0.index), share: $0.keyShare) })
         let pieces = try chosen.map { candidate -> RecoveryLanes.Piece in
-            let (file, offset) = try candidate.file.map { (try FileSource(path: $0.path), UInt64($0.offset)) } ?? keystore.pieceFile(of: secret)
+            // Only the own share has no file of its own.
+            let (file, offset) = try candidate.file.map { (try FileSource(path: $0.path), UInt64($0.offset)) } ?? keystore.pieceFile(of: secret!)
             return RecoveryLanes.Piece(x: UInt8(candidate.index), file: file, offset: offset)
         }
         try RecoveryLanes(ciphertextLength: header.ciphertextLength, pieces: pieces, key: dataKey, hashers: hashers,
@@ -192,10 +230,11 @@ public enum SecretRecovery {
     /// will: nil if it matches the dealer's commitment and proof key, else what is wrong
     /// with it ("damaged: …" for a release whose sealed keys do not open). Throws for a piece
     /// of another secret or for another holder.
-    public static func check(piece path: String, of secret: StoredSecret, identity: Identity) throws -> String? {
-        let header = secret.header
+    public static func check(piece path: String, of header: BundleHeader, identity: Identity, holderIndex: Int,
+                             replyKeys: [ReplyKey] = []) throws -> String? {
         let opened: ReleasedPiece.Opened
-        switch try ReleasedPiece.read(path: path, secret: header, identity: identity, trusted: []) {
+        switch try ReleasedPiece.read(path: path, secret: header, recipients: recipients(identity: identity, index: holderIndex, replyKeys: replyKeys),
+                                      trusted: []) {
         case .opened(let piece): opened = piece
         case .setAside(_, _, let problem): return problem
         }

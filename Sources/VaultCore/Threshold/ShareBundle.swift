@@ -331,12 +331,17 @@ enum Box {
     }
 
     static func open(_ sealed: [UInt8], from sender: [UInt8], to recipient: Identity) -> SecureBytes? {
+        open(sealed, from: sender, secretKey: recipient.agreementSecret)
+    }
+
+    /// Opened with the X25519 secret key `secretKey` (an identity's, or a one-time reply key's).
+    static func open(_ sealed: [UInt8], from sender: [UInt8], secretKey: SecureBytes) -> SecureBytes? {
         let nonceLength = Int(crypto_box_NONCEBYTES), mac = Int(crypto_box_MACBYTES)
         guard sealed.count >= nonceLength + mac else { return nil }
         let nonce = Array(sealed[0..<nonceLength]), box = Array(sealed[nonceLength...])
         let plain = SecureBytes(count: box.count - mac)
         let status = plain.withUnsafeMutableBytes { out in
-            recipient.agreementSecret.withUnsafeBytes { sk in
+            secretKey.withUnsafeBytes { sk in
                 crypto_box_open_easy(out.bindMemory(to: UInt8.self).baseAddress!, box, UInt64(box.count), nonce, sender,
                                      sk.bindMemory(to: UInt8.self).baseAddress!)
             }

@@ -22,14 +22,15 @@ public final class KeyAgent: @unchecked Sendable {
     private var keys: [[UInt8]: Entry] = [:]
     private let lock = NSLock()
     private let log: @Sendable (String) -> Void
-    /// The piece requests waiting for consent, which `vault requests|approve|deny` reach here.
-    private let approvals: ReleaseApprovals?
+    /// The requests waiting for consent (over the LAN and through relays), which `vault
+    /// requests|approve|deny` reach here.
+    private let approvals: ConsentQueue?
 
     /// The socket's path in `home`.
     public static func socketPath(_ home: VaultHome) -> String { home.directory + "/agent.sock" }
 
     /// An empty agent that reports to `log`, and answers for `approvals` if given.
-    public init(approvals: ReleaseApprovals? = nil, log: @escaping @Sendable (String) -> Void) {
+    public init(approvals: ConsentQueue? = nil, log: @escaping @Sendable (String) -> Void) {
         self.approvals = approvals
         self.log = log
     }
@@ -160,7 +161,8 @@ public final class KeyAgent: @unchecked Sendable {
             guard let approvals, body.count >= 5, body.count <= 9, let verdict = body.first, verdict <= 1,
                   let prefix = String(validating: body.dropFirst(), as: UTF8.self) else { return [AgentStatus.malformed.rawValue] }
             guard let decided = approvals.decide(prefix, approve: verdict == 1) else { return [AgentStatus.locked.rawValue] }
-            log("\(verdict == 1 ? "approved" : "denied") request \(decided.id): piece \(decided.holder) of \(decided.secretID.prefix(16)) for '\(decided.peer)'")
+            let what = decided.kind == "share" ? "share \(decided.holder) of \(decided.secretID.prefix(16)) from" : "piece \(decided.holder) of \(decided.secretID.prefix(16)) for"
+            log("\(verdict == 1 ? "approved" : "denied") request \(decided.id): \(what) '\(decided.peer)'")
             return [AgentStatus.ok.rawValue] + Array(decided.id.utf8)
         }
     }

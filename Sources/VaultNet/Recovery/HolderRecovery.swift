@@ -76,7 +76,7 @@ public struct HolderRecovery: Sendable {
         var good = 0
         let enough = { (pieces: [OutputFile]) -> Bool in
             let newest = pieces[pieces.count - 1].path
-            if (try? SecretRecovery.check(piece: newest, of: secret, identity: identity)) == .some(nil) { good += 1 }
+            if (try? SecretRecovery.check(piece: newest, of: header, identity: identity, holderIndex: header.holderIndex)) == .some(nil) { good += 1 }
             return good >= header.threshold - 1
         }
         let report = report
@@ -95,22 +95,29 @@ public struct HolderRecovery: Sendable {
     /// Combines a key secret from this holder's share and `pieces` into a 32-byte buffer in
     /// locked memory, reporting pieces set aside.
     public func combineKey(_ secret: StoredSecret, pieces: [OutputFile], password: @escaping () throws -> SecureBytes) throws -> SecureBytes {
+        try withExtendedLifetime(pieces) {
+            try combineKey(secret, pieceFiles: pieces.map(\.path), replyKeys: [], password: password)
+        }
+    }
+
+    /// Combines a key secret from this holder's share and the released pieces in
+    /// `pieceFiles` (some sealed to `replyKeys`, when they came through relays).
+    public func combineKey(_ secret: StoredSecret, pieceFiles: [String], replyKeys: [ReplyKey],
+                           password: @escaping () throws -> SecureBytes) throws -> SecureBytes {
         let key = SecureBytes(count: SharedKey.length)
         var length = 0
         let report = report
-        _ = try withExtendedLifetime(pieces) {
-            try SecretRecovery.recover(
-                secret, keystore: keystore, identity: identity, pieceFiles: pieces.map(\.path), password: password,
-                verified: { piece in
-                    if let problem = piece.problem { report(.setAside(index: piece.index ?? 0, problem: problem)) }
-                },
-                output: { bytes in
-                    // A key secret is exactly 32 bytes; anything longer is not a key.
-                    guard length + bytes.count <= key.count else { throw VaultError.badKey }
-                    key.withUnsafeMutableBytes { ($0.baseAddress! + length).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count) }
-                    length += bytes.count
-                })
-        }
+        _ = try SecretRecovery.recover(
+            secret, keystore: keystore, identity: identity, pieceFiles: pieceFiles, replyKeys: replyKeys, password: password,
+            verified: { piece in
+                if let problem = piece.problem { report(.setAside(index: piece.index ?? 0, problem: problem)) }
+            },
+            output: { bytes in
+                // A key secret is exactly 32 bytes; anything longer is not a key.
+                guard length + bytes.count <= key.count else { throw VaultError.badKey }
+                key.withUnsafeMutableBytes { ($0.baseAddress! + length).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count) }
+                length += bytes.count
+            })
         guard length == SharedKey.length else { throw VaultError.badKey }
         return key
     }

@@ -301,9 +301,9 @@ public final class PeerServer: @unchecked Sendable {
             }
         }
         let released = try keystore.home.transientFile("vpiece")
-        try ReleasedPiece.release(secret, to: peer, keystore: keystore, identity: identity, output: released)
+        try keystore.release(secret, to: peer, index: request.requester, sealedTo: peer.card.agreementKey, decision: decision,
+                             identity: identity, output: released)
         var source = try FileSource(path: released.path)
-        try keystore.recordRelease(secretID: header.secretID, peer: peer, requester: request.requester, decision: decision)
         try await channel.send(.piece, length: source.size ?? 0, from: &source)
         log("released \(piece) to '\(peer.label)' (\(decision == .automatic ? "automatic release" : "approved"))")
     }

@@ -1,3 +1,5 @@
+import VaultCore
+
 /// Network defaults and bounds, in one place. Spec values first, then this implementation's.
 public enum NetLimits {
     // Noise (revision 34).
@@ -35,11 +37,9 @@ public enum NetLimits {
     /// waits for consent does not count).
     public static let pieceRequestsPerMinute = 10
     /// How long a piece request waits for the holder's consent: 2 minutes.
-    public static let approvalSeconds: Double = 120
+    public static let approvalSeconds = ConsentLimits.approvalSeconds
     /// Requests waiting for consent at once; past this, new ones are turned away.
-    static let pendingApprovals = 64
+    static let pendingApprovals = ConsentLimits.pendingApprovals
     /// How often a requester asks again while its request waits for consent.
     static let approvalPollSeconds: Double = 1
-    /// A waiting request not asked about again for this long was withdrawn by its requester.
-    static let approvalAbandonSeconds: Double = 5
 }

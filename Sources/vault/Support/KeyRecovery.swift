@@ -1,6 +1,7 @@
 import ArgumentParser
 import VaultCore
 import VaultNet
+import VaultRelayClient
 
 /// Where a command that needs a shared key finds holders, when it must recover the key.
 struct KeyRecoveryOptions: ParsableArguments {
@@ -23,10 +24,34 @@ struct KeyRecoveryOptions: ParsableArguments {
         layerPassword(file: keyPasswordFile, prompt: "Password for key '\(holding.displayName)': ")
     }
 
-    /// Recovers `holding` as the keystore's identity (unlocked when it is needed).
+    @OptionGroup var relays: RelayRecoveryOptions
+
+    func validate() throws {
+        if relays.dealer != nil || relays.from != nil { throw ValidationError("--dealer and --from are for 'vault recover' only") }
+    }
+
+    /// Recovers `holding` as the keystore's identity (unlocked when it is needed): from
+    /// holders on the LAN, then, for what they did not give, through the relays of your
+    /// groups.
     func recoverKey(_ holding: KeyHolding, keystore: Keystore, keys: PassphraseOption) async throws -> SecureBytes {
         defer { ProgressLine.end() }
-        return try await recoverer(keystore, identity: try keys.unlock(keystore)).recoverSharedKey(holding, password: keyPassword(for: holding))
+        let identity = try keys.unlock(keystore)
+        let recoverer = recoverer(keystore, identity: identity)
+        let secret = holding.secret
+        RecoveryReport.show(.recoveringKey(holding.displayName), timeout: timeout ?? RecoveryWait.defaultSeconds)
+        let gathered = try await recoverer.gatherPieces(of: secret)
+        ProgressLine.end()
+        guard gathered.count < secret.header.threshold - 1, try !keystore.groups().isEmpty else {
+            return try recoverer.combineKey(secret, pieces: gathered, password: keyPassword(for: holding))
+        }
+        let target = RecoveryTarget(own: secret, dealer: secret.header.dealer, secretID: secret.header.secretID)
+        let outcome = try await relays.recover(target, lanPieces: gathered.count, keystore: keystore, identity: identity, timeout: timeout)
+        let key = try withExtendedLifetime(gathered) {
+            try recoverer.combineKey(secret, pieceFiles: gathered.map(\.path) + outcome.pieces, replyKeys: [outcome.remote.replyKey],
+                                     password: keyPassword(for: holding))
+        }
+        outcome.remote.end()
+        return key
     }
 }
 

@@ -7,6 +7,8 @@ import VaultNet
 enum ExitStatus {
     static let failure: Int32 = 1
     static let cancelled: Int32 = 2
+    /// EX_TEMPFAIL: the request went out, the answers are not in yet (`vault recover` through relays).
+    static let pending: Int32 = 75
     // 64 (EX_USAGE) for command-line mistakes comes from ArgumentParser.
 }
 
@@ -22,6 +24,8 @@ enum CLIError: Error {
     case unavailable(String, hint: String)
     case undelivered(secret: String, labels: [String])
     case noAgent
+    /// Asked, and the answers are not all in yet: come back later.
+    case pending(String, hint: String)
 }
 
 extension CLIError: UserFacingError {
@@ -43,6 +47,7 @@ enum Report {
             let (message, hint) = describe(error)
             print(message, hint: hint)
             if case .cancelled = error { return ExitStatus.cancelled }
+            if case .pending = error { return ExitStatus.pending }
         case let error as NetError:
             print(error.description, hint: hint(for: error))
         case is CancellationError:
@@ -92,7 +97,7 @@ enum Report {
             (message, "give the card as an argument, '-' to read it from standard input, or --image FILE")
         case .invalidInput(let message):
             (message, nil)
-        case .unavailable(let message, let hint):
+        case .unavailable(let message, let hint), .pending(let message, let hint):
             (message, hint)
         case .noAgent:
             ("no 'vault serve' runs for this keystore, so there is no agent to hold keys",

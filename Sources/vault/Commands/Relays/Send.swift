@@ -133,8 +133,11 @@ struct Receive: AsyncParsableCommand {
                 Terminal.standardError("resent #\(resent.listed) to \(resent.member) in \(resent.group), as asked")
             }
             SyncRun.show(report.sync, quietWhenIdle: true)
+            await HolderRun.finish(&report.holders, keystore: keystore, identity: identity)
             if !follow {
-                if report.received.isEmpty && report.resent.isEmpty && report.sync.isEmpty { Terminal.standardError("no new messages") }
+                if report.received.isEmpty && report.resent.isEmpty && report.sync.isEmpty && report.holders.isEmpty {
+                    Terminal.standardError("no new messages")
+                }
                 break
             }
             pause = report.received.isEmpty ? min(60, pause * 2) : 2

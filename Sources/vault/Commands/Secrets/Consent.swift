@@ -2,15 +2,19 @@ import ArgumentParser
 import Foundation
 import VaultCore
 import VaultNet
+import VaultRelayClient
 
-/// `vault requests`: the piece requests waiting for your consent in `vault serve`.
+/// `vault requests`: what waits for your consent: piece requests over the LAN (in `vault
+/// serve`) and through relays, and share offers through relays.
 struct Requests: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "List the piece requests that wait for your consent in 'vault serve'.",
+        abstract: "List the piece requests and share offers that wait for your consent.",
         discussion: """
-            A holder's 'vault serve' releases a piece only when you approve the request ('vault \
-            approve ID') or you chose automatic release for that peer ('vault secrets \
-            auto-release'). Each request waits \(Int(NetLimits.approvalSeconds)) s.
+            A holder releases a piece only when you approve the request ('vault approve ID') or \
+            you chose automatic release for that peer ('vault secrets auto-release'). Requests \
+            over the LAN wait in 'vault serve' (\(Int(NetLimits.approvalSeconds)) s by default); \
+            requests and share offers that came through relays wait in the keystore until they \
+            expire, and are listed with or without a running serve.
             """)
 
     @OptionGroup var home: HomeOption
@@ -19,52 +23,77 @@ struct Requests: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
-        guard let agent = await AgentClient.connect(home: home.vaultHome) else { throw CLIError.noAgent }
-        let requests = try await agent.requests()
+        let (requests, serving) = try await ConsentAccess.waiting(home: home)
         if json { return try printJSON(requests) }
-        guard !requests.isEmpty else { return Terminal.standardError("no requests wait for your consent") }
+        guard !requests.isEmpty else {
+            return Terminal.standardError("no requests wait for your consent" + (serving ? "" : " (no 'vault serve' runs: requests over the LAN need one)"))
+        }
         let time = DateFormatter()
         time.dateFormat = "HH:mm:ss"
         for request in requests {
             let left = max(0, Int(request.expires.timeIntervalSinceNow))
-            print("\(request.id)  \(time.string(from: request.asked))  '\(TerminalText.escaped(request.peer))' asks for piece \(request.holder) of "
-                + "\(request.type) \(request.secretID.prefix(16))"
-                + (request.description.isEmpty ? "" : " (\(TerminalText.escaped(request.description)))") + "  \(left) s left")
+            print("\(request.id)  \(time.string(from: request.asked))  \(RequestWords.summary(request))  "
+                  + (left > 3600 ? "until \(DateWords.short(request.expires))" : "\(left) s left"))
         }
     }
 }
 
 /// `vault approve ID` and `vault deny ID`.
 struct Approve: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Approve a waiting piece request: your piece goes to that peer once.")
+    static let configuration = CommandConfiguration(abstract: "Approve a waiting request: your piece goes to that peer once, or the offered share is kept.")
 
     @OptionGroup var home: HomeOption
+    @OptionGroup var keys: PassphraseOption
 
     @Argument(help: ArgumentHelp("The request's id, or at least 4 of its first hex digits ('vault requests' lists them).", valueName: "id"))
     var id: String
 
-    func run() async throws { try await decide(id, approve: true, home: home) }
+    func run() async throws { try await ConsentAccess.decide(id, approve: true, home: home, keys: keys) }
 }
 
 struct Deny: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Deny a waiting piece request.")
+    static let configuration = CommandConfiguration(abstract: "Deny a waiting request.")
 
     @OptionGroup var home: HomeOption
+    @OptionGroup var keys: PassphraseOption
 
     @Argument(help: ArgumentHelp("The request's id, or at least 4 of its first hex digits.", valueName: "id"))
     var id: String
 
-    func run() async throws { try await decide(id, approve: false, home: home) }
+    func run() async throws { try await ConsentAccess.decide(id, approve: false, home: home, keys: keys) }
 }
 
-private func decide(_ id: String, approve: Bool, home: HomeOption) async throws {
-    guard let agent = await AgentClient.connect(home: home.vaultHome) else { throw CLIError.noAgent }
-    guard let decided = try await agent.decide(id, approve: approve) else {
-        throw CLIError.unavailable("no single waiting request matches \(TerminalText.escaped(id))",
-                                   hint: "'vault requests' lists the waiting requests; a request waits \(Int(NetLimits.approvalSeconds)) s")
+/// The consent queue from the command line: through the running serve's agent, which holds
+/// the LAN's requests and answers the relays' at once; without a serve, the requests through
+/// relays in the keystore, answered by the command itself.
+enum ConsentAccess {
+    /// What waits, and whether a serve answered.
+    static func waiting(home: HomeOption) async throws -> ([ReleaseApprovals.Request], serving: Bool) {
+        if let agent = await AgentClient.connect(home: home.vaultHome) { return (try await agent.requests(), true) }
+        let keystore = try home.openKeystore()
+        return (ConsentQueue(keystore: keystore, lan: ReleaseApprovals()).waiting(), false)
     }
-    Terminal.standardError(approve ? "approved request \(decided): the piece goes out when the peer asks again (within seconds)"
-                                   : "denied request \(decided)")
+
+    static func decide(_ id: String, approve: Bool, home: HomeOption, keys: PassphraseOption) async throws {
+        if let agent = await AgentClient.connect(home: home.vaultHome) {
+            guard let decided = try await agent.decide(id, approve: approve) else { throw unmatched(id) }
+            return Terminal.standardError(approve ? "approved request \(decided): it is answered within seconds" : "denied request \(decided)")
+        }
+        // No serve: only requests through relays can be waiting; this command answers them.
+        let keystore = try home.openKeystore()
+        let queue = ConsentQueue(keystore: keystore, lan: ReleaseApprovals())
+        guard let decided = queue.decide(id, approve: approve) else { throw unmatched(id) }
+        Terminal.standardError("\(approve ? "approved" : "denied") request \(decided.id): \(RequestWords.summary(decided))")
+        var report = HolderReport()
+        await HolderMail.answerDecided(keystore: keystore, identity: try keys.unlock(keystore), report: &report)
+        for event in report.events { Terminal.standardError(HolderWords.line(event)) }
+        for problem in report.problems { Terminal.standardError("vault: warning: \(problem)") }
+    }
+
+    private static func unmatched(_ id: String) -> CLIError {
+        CLIError.unavailable("no single waiting request matches \(TerminalText.escaped(id))",
+                             hint: "'vault requests' lists the waiting requests; one over the LAN waits \(Int(NetLimits.approvalSeconds)) s")
+    }
 }
 
 /// `vault secrets auto-release`: the explicit opt-in to release without asking.

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import VaultCore
 import VaultNet
+import VaultRelayClient
 
 struct Recover: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -39,20 +40,37 @@ struct Recover: AsyncParsableCommand {
 
     @OptionGroup var reach: PeerAddressOptions
 
-    @Option(help: ArgumentHelp("Seconds to wait for holders over the LAN, in all (default: \(RecoveryWait.defaultSeconds), longer while a holder asks its person for consent).",
+    @Option(help: ArgumentHelp("Seconds to wait for holders over the LAN, in all (default: \(RecoveryWait.defaultSeconds), longer while a holder asks its person for consent); with --wait, for answers through relays too.",
                                valueName: "s"))
     var timeout: Int?
+
+    @OptionGroup var relays: RelayRecoveryOptions
 
     @OptionGroup var progress: ProgressOption
 
     func run() async throws {
         let keystore = try home.openKeystore()
-        let secret = try keystore.secret(matching: self.secret)
+        let target = try relays.target(self.secret, keystore: keystore)
         let identity = try keys.unlock(keystore)
-        let gathered = pieces.isEmpty ? try await reach.recoverer(keystore, identity: identity, timeout: timeout).gatherPieces(of: secret) : []
-        let pieces = self.pieces + gathered.map(\.path)
+        let own = target.own
+        var gathered: [OutputFile] = []
+        if let own, pieces.isEmpty, relays.group == nil {
+            gathered = try await reach.recoverer(keystore, identity: identity, timeout: timeout).gatherPieces(of: own)
+            ProgressLine.end()
+        }
+        // Through relays, when the LAN did not give enough (or this identity holds no share).
+        let needed = own.map { $0.header.threshold - 1 }
+        var remote: RemoteRecovery?
+        var header = own?.header
+        var relayed: [String] = []
+        if pieces.isEmpty, needed.map({ gathered.count < $0 }) ?? true, try !keystore.groups().isEmpty || own == nil {
+            let recovery = try await relays.recover(target, lanPieces: gathered.count, keystore: keystore, identity: identity, timeout: timeout)
+            (remote, relayed, header) = (recovery.remote, recovery.pieces, recovery.header)
+        }
+        guard let header else { throw VaultError.tooFewPieces(have: 0, need: 0, missing: []) }
+        let pieces = self.pieces + gathered.map(\.path) + relayed
         let file = try output.map { try OutputFile(path: $0, replace: force, hiddenUntilCommit: true, durable: sync) }
-        let type = secret.header.type
+        let type = header.type
         let password = layerPassword(file: passwordFile, prompt: "Password for the secret: ")
         // Plaintext goes straight from vault's buffers to the file descriptor: no copies
         // in Foundation buffers that nobody wipes.
@@ -60,36 +78,45 @@ struct Recover: AsyncParsableCommand {
             if let file { try file.write(bytes) } else { try writeStandardOutput(bytes) }
         }
         let peers = try keystore.peers()
+        let asked = remote?.recovery.asks ?? []
         func holder(_ piece: PieceOutcome) -> String {
             guard let sender = piece.sender else {
                 // Only the dealer's or a trusted peer's card is named: the signature proves the Ed25519 key alone.
                 return piece.source == "your share" ? "your share" : "an unverified sender (\(piece.source))"
             }
             let label = peers.first { $0.card == sender }?.label.value ?? "unknown holder \(sender.fingerprint)"
-            return gathered.contains { $0.path == piece.source } ? "'\(label)'" : "'\(label)' (\(piece.source))"
+            let how = asked.contains { $0.piece == piece.source } ? " (through relays)" : ""
+            return gathered.contains { $0.path == piece.source } || !how.isEmpty ? "'\(label)'\(how)" : "'\(label)' (\(piece.source))"
         }
         let presenter = PlaintextPresenter(type: type, toStandardOutput: file == nil, sink: sink)
         let meter = ProgressMeter("recovering")
         ProgressLine.show("recovering", [meter])
+        let verified = { (piece: PieceOutcome) in
+            if let problem = piece.problem {
+                Terminal.standardError("vault: warning: piece \(piece.index ?? 0) from \(holder(piece)) set aside, \(problem)")
+            } else {
+                Terminal.standardError("piece \(piece.index ?? 0) from \(holder(piece)): verified")
+            }
+        }
+        let replyKeys = remote.map { [$0.replyKey] } ?? []
         // Gathered pieces are files deleted when released: keep them until recovery is done.
-        let result = try withExtendedLifetime(gathered) { try SecretRecovery.recover(
-            secret, keystore: keystore, identity: identity, pieceFiles: pieces, password: password,
-            metadataReady: presenter.begin,
-            verified: { piece in
-                if let problem = piece.problem {
-                    Terminal.standardError("vault: warning: piece \(piece.index ?? 0) from \(holder(piece)) set aside, \(problem)")
-                } else {
-                    Terminal.standardError("piece \(piece.index ?? 0) from \(holder(piece)): verified")
-                }
-            },
-            progress: meter,
-            output: presenter.write) }
+        let result = try withExtendedLifetime(gathered) {
+            if let own {
+                return try SecretRecovery.recover(own, keystore: keystore, identity: identity, pieceFiles: pieces, replyKeys: replyKeys,
+                                                  password: password, metadataReady: presenter.begin, verified: verified, progress: meter,
+                                                  output: presenter.write)
+            }
+            return try SecretRecovery.recover(header: header, keystore: keystore, identity: identity, pieceFiles: pieces, replyKeys: replyKeys,
+                                              password: password, metadataReady: presenter.begin, verified: verified, progress: meter,
+                                              output: presenter.write)
+        }
         try presenter.finish()
         try file?.commit()
         ProgressLine.end()
+        remote?.end()
         for line in PlaintextPresenter.fieldLines(result.metadata) { Terminal.standardError(line) }
-        let used = result.pieces.filter { $0.problem == nil }.compactMap(\.index).prefix(secret.header.threshold)
-        Terminal.standardError("recovered \(type) \(secret.header.secretIDHex.prefix(16)) from pieces \(used.map(String.init).joined(separator: ", "))"
+        let used = result.pieces.filter { $0.problem == nil }.compactMap(\.index).prefix(header.threshold)
+        Terminal.standardError("recovered \(type) \(header.secretIDHex.prefix(16)) from pieces \(used.map(String.init).joined(separator: ", "))"
             + (output.map { " into \($0)" } ?? ""))
     }
 }

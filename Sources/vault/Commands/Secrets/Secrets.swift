@@ -75,11 +75,13 @@ struct SecretsList: ParsableCommand {
             Terminal.standardError("no shares yet; 'vault share' makes some, 'vault secrets import' stores received ones")
             return
         }
-        print("ID                NAME            TYPE      K/N    INDEX  DESCRIPTION")
+        print("ID                NAME            TYPE      K/N    INDEX  FROM            DESCRIPTION")
         for secret in secrets {
             let h = secret.header
+            let from = secret.role == .dealer ? "you" : peers.first { $0.card == h.dealer }?.label.value ?? "unknown"
             print([String(h.secretIDHex.prefix(16)) + "  ", pad(secret.name ?? "-", 16), pad(h.type.description, 10),
-                   pad("\(h.threshold)/\(h.count)", 7), pad("\(h.holderIndex)", 7), TerminalText.escaped(h.description)].joined())
+                   pad("\(h.threshold)/\(h.count)", 7), pad("\(h.holderIndex)", 7), pad(TerminalText.escaped(from), 16),
+                   TerminalText.escaped(h.description)].joined())
         }
     }
 }
@@ -106,11 +108,16 @@ struct SecretsShow: ParsableCommand {
         print("description  \(info.description.isEmpty ? "-" : TerminalText.escaped(info.description))")
         print("threshold    \(info.threshold) of \(info.count)")
         print("your index   \(info.index) (\(info.role))")
-        print("dealer       \(info.dealer)")
+        print("dealer       \(info.dealerText)")
         print("password     \(info.passwordLayer ? "yes" : "no")")
         print("size         \(info.ciphertextBytes) bytes of ciphertext")
         print("created      \(ISO8601DateFormatter().string(from: info.createdAt))")
-        if let labels = info.holders { print("holders      \(labels.joined(separator: ", "))") }
+        if let labels = info.labels { print("labels       \(labels.joined(separator: ", "))") }
+        if info.holders.isEmpty { print("holders      none you trust besides you") }
+        for (number, holder) in info.holders.enumerated() {
+            let state = holder.state.map { "  \($0)" + (holder.via.map { " (\($0))" } ?? "") } ?? ""
+            print("\(number == 0 ? "holders      " : "             ")\(TerminalText.escaped(holder.label)) (index \(holder.index))\(state)")
+        }
         if let replaces = info.replaces { print("replaces     \(replaces)") }
         if let keyID = info.keyID { print("key id       \(keyID)") }
         print("auto-release \(info.autoRelease.isEmpty ? "nobody: every request waits for your consent" : info.autoRelease.joined(separator: ", "))")
@@ -183,15 +190,35 @@ struct SecretJSON: Encodable {
     let count: Int
     let index: Int
     let role: String
-    let dealer: String
+    let dealer: Dealer
     let passwordLayer: Bool
     let ciphertextBytes: UInt64
     let createdAt: Date
-    let holders: [String]?
+    /// The labels the dealer published in the bundle (`share --labels`).
+    let labels: [String]?
+    /// Every other holder this keystore knows (a trusted peer whose key the bundle's holder
+    /// tags name), with how its share went for a dealer.
+    let holders: [Holder]
     let replaces: String?
     let keyID: String?
     let autoRelease: [String]
     let releases: [Release]
+
+    /// Who dealt it: yourself, a trusted peer by its label, or a card not trusted here.
+    struct Dealer: Encodable {
+        let label: String?
+        let fingerprint: String
+        let you: Bool
+    }
+
+    struct Holder: Encodable {
+        let label: String
+        let index: Int
+        /// For the dealer: delivered, sent, waiting for consent, refused, not yet reached.
+        let state: String?
+        let via: String?
+        let updatedAt: Date?
+    }
 
     struct Release: Encodable {
         let peer: String
@@ -202,13 +229,14 @@ struct SecretJSON: Encodable {
 
     init(_ secret: StoredSecret, peers: [Peer], keystore: Keystore) throws {
         self.init(secret, peers: peers,
+                  deliveries: try keystore.deliveries(secretRow: secret.header.rowID),
                   autoRelease: try keystore.autoReleasePeers(secretID: secret.header.secretID)
                       .map { "\($0.peer.label)" + ($0.everySecret ? " (every secret)" : "") },
                   releases: try keystore.releaseRecord(secretID: secret.header.secretID)
                       .map { Release(peer: $0.peerLabel, index: $0.requester, at: $0.at, decision: $0.decision.rawValue) })
     }
 
-    init(_ secret: StoredSecret, peers: [Peer], autoRelease: [String] = [], releases: [Release] = []) {
+    init(_ secret: StoredSecret, peers: [Peer], deliveries: [ShareDelivery] = [], autoRelease: [String] = [], releases: [Release] = []) {
         self.autoRelease = autoRelease
         self.releases = releases
         let h = secret.header
@@ -220,14 +248,24 @@ struct SecretJSON: Encodable {
         count = h.count
         index = h.holderIndex
         role = secret.role == .dealer ? "dealer" : "holder"
-        let dealerLabel = secret.role == .dealer ? "you" : peers.first { $0.card == h.dealer }?.label.value ?? "unknown"
-        dealer = "\(dealerLabel) (\(h.dealer.fingerprint))"
+        dealer = Dealer(label: secret.role == .dealer ? nil : peers.first { $0.card == h.dealer }?.label.value,
+                        fingerprint: h.dealer.fingerprint, you: secret.role == .dealer)
         passwordLayer = h.passwordProtected
         ciphertextBytes = h.ciphertextLength
         createdAt = Date(timeIntervalSince1970: TimeInterval(h.createdAt))
-        holders = h.labels?.map(\.value)
+        labels = h.labels?.map(\.value)
+        holders = peers.compactMap { peer -> Holder? in
+            guard let index = h.index(of: peer.card.agreementKey), index != h.holderIndex else { return nil }
+            let delivery = deliveries.first { $0.holderKey == peer.card.agreementKey }
+            return Holder(label: peer.label.value, index: index, state: delivery?.state.rawValue, via: delivery?.via, updatedAt: delivery?.updated)
+        }.sorted { $0.index < $1.index }
         replaces = h.replaces?.hex
         keyID = h.keyID?.hex
+    }
+
+    /// The dealer as a line says it.
+    var dealerText: String {
+        dealer.you ? "you" : "\(dealer.label.map { "'\(TerminalText.escaped($0))'" } ?? "a card you do not trust") (\(dealer.fingerprint))"
     }
 }
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import VaultCore
 import VaultNet
+import VaultRelayClient
 
 struct SecretsRelease: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -55,6 +56,9 @@ struct SecretsPush: AsyncParsableCommand {
 
     @OptionGroup var reach: PeerAddressOptions
 
+    @Option(help: ArgumentHelp("Deliver through this group's relays only.", valueName: "group"))
+    var group: String?
+
     @OptionGroup var progress: ProgressOption
 
     func run() async throws {
@@ -72,7 +76,8 @@ struct SecretsPush: AsyncParsableCommand {
                 missed.append(peer.label.value)
                 continue
             }
-            if try await deliver(path, to: peer, address: addresses[peer.label.value], identity: identity) {
+            if try await deliver(path, to: peer, secretRow: secret.header.rowID, address: addresses[peer.label.value],
+                                 route: group.map { .group($0) } ?? .auto, keystore: keystore, identity: identity) {
                 try? FileManager.default.removeItem(atPath: path)
             } else {
                 missed.append(peer.label.value)

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import VaultCore
 import VaultNet
+import VaultRelayClient
 
 struct Share: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -12,7 +13,9 @@ struct Share: AsyncParsableCommand {
             always one of the holders: n is the number of --to peers plus one, and your own share \
             stays in your keystore. Each other holder gets one sealed, signed bundle: delivered \
             over an encrypted channel to its 'vault serve' (at the address stored with the peer, \
-            or given with --peer), or written to --out-dir as LABEL.vshare.
+            or given with --peer); else, or with --group, through the relays of a group you and \
+            that holder are both members of, where the holder is asked before keeping it; or \
+            written to --out-dir as LABEL.vshare. 'vault secrets show' says where each went.
             """)
 
     @OptionGroup var home: HomeOption
@@ -44,6 +47,9 @@ struct Share: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Write the other holders' bundles into this directory instead of delivering them.", valueName: "dir"))
     var outDir: String?
 
+    @Option(help: ArgumentHelp("Deliver through this group's relays, even to holders whose serve answers on the LAN.", valueName: "group"))
+    var group: String?
+
     @OptionGroup var reach: PeerAddressOptions
 
     @OptionGroup var fields: SecretFieldOptions
@@ -59,7 +65,8 @@ struct Share: AsyncParsableCommand {
         }
         let peers = try names.map { try keystore.peer(named: $0) }
         let holders = peers.map { (label: $0.label, card: $0.card) }
-        let addresses = outDir == nil ? try await reach.addresses(for: try keystore.peers(), discovering: peers) : [:]
+        if outDir != nil && group != nil { throw ValidationError("--out-dir and --group exclude each other") }
+        let addresses = outDir == nil && group == nil ? try await reach.addresses(for: try keystore.peers(), discovering: peers) : [:]
         if description.isEmpty == false {
             Terminal.standardError("vault: note: the description is public: every holder's bundle carries it in the clear")
         }
@@ -72,7 +79,7 @@ struct Share: AsyncParsableCommand {
 
         var source = try secretContent(type: secretType, file: file)
         _ = try await distribute(request, content: &source, peers: peers, keystore: keystore, identity: identity, name: localName,
-                                 outDir: outDir, addresses: addresses)
+                                 outDir: outDir, addresses: addresses, route: group.map { .group($0) } ?? .auto)
     }
 
     private func resolvedType() throws -> SecretType {
@@ -112,7 +119,8 @@ func secretContent(type: SecretType, file: String?) throws -> any ByteSource {
 /// dealing and before anything is kept: a failure there discards every bundle.
 @discardableResult
 func distribute(_ request: ShareRequest, content: inout some ByteSource, peers: [Peer], keystore: Keystore, identity: Identity,
-                name: Label?, outDir: String?, addresses: [String: PeerAddress], check: () throws -> Void = {}) async throws -> StoredSecret {
+                name: Label?, outDir: String?, addresses: [String: PeerAddress], route: DeliveryRoute = .auto,
+                check: () throws -> Void = {}) async throws -> StoredSecret {
     let holders = request.holders
     let own = try keystore.newBundleFile()
     let outbox = try Outbox(home: keystore.home)
@@ -148,14 +156,21 @@ func distribute(_ request: ShareRequest, content: inout some ByteSource, peers: 
     print(header.secretIDHex)
     Terminal.standardError("shared \(request.type) \(header.secretIDHex.prefix(16)) as \(header.threshold) of \(header.count); your share is in the keystore")
     guard outDir == nil else {
-        for (holder, file) in zip(holders, others) { Terminal.standardError("  \(holder.label): \(file.path)") }
+        for (holder, file) in zip(holders, others) {
+            Terminal.standardError("  \(holder.label): \(file.path)")
+            try keystore.setDelivery(secretRow: header.rowID, holderKey: holder.card.agreementKey, label: holder.label.value,
+                                     state: .notYetReached, via: "file \(file.path)")
+        }
         return stored
     }
     var missed: [String] = []
     // A bundle that cannot be delivered now stays in the outbox for `vault secrets push`:
     // the share is complete, only its delivery waits.
     for (peer, kept) in zip(peers, named) {
-        if try await deliver(kept, to: peer, address: addresses[peer.label.value], identity: identity) {
+        try keystore.setDelivery(secretRow: header.rowID, holderKey: peer.card.agreementKey, label: peer.label.value,
+                                 state: .notYetReached, via: "outbox")
+        if try await deliver(kept, to: peer, secretRow: header.rowID, address: addresses[peer.label.value], route: route,
+                             keystore: keystore, identity: identity) {
             try? FileManager.default.removeItem(atPath: kept)
         } else {
             missed.append(peer.label.value)
@@ -165,21 +180,54 @@ func distribute(_ request: ShareRequest, content: inout some ByteSource, peers: 
     return stored
 }
 
-/// Delivers one bundle and reports the outcome; true if the holder stored it.
-func deliver(_ path: String, to peer: Peer, address: PeerAddress?, identity: Identity) async throws -> Bool {
-    guard let address else {
-        Terminal.standardError("  \(peer.label): unreachable: not found nearby and no address known (use --peer \(peer.label)=HOST:PORT)")
+/// How a bundle reaches a holder who is not on the LAN.
+enum DeliveryRoute {
+    /// Over the LAN where the holder's serve answers, else through a group both are in.
+    case auto
+    /// Through this group's relays only (`--group`).
+    case group(String)
+}
+
+/// Delivers one bundle: over the LAN when the holder's serve answers there (unless
+/// `route` names a group), else through the relays of a group that the dealer and the
+/// holder share, whose holder then asks its person. Reports the outcome and records it for
+/// `vault secrets show`; true if the holder stored it or the relays hold it for them.
+func deliver(_ path: String, to peer: Peer, secretRow: [UInt8], address: PeerAddress?, route: DeliveryRoute, keystore: Keystore,
+             identity: Identity) async throws -> Bool {
+    var lanFailure: String?
+    if case .auto = route, let address {
+        let meter = ProgressMeter(peer.label.value, total: (try? FileSource(path: path).size) ?? 0)
+        ProgressLine.show("delivering to \(peer.label)", [meter])
+        defer { ProgressLine.end() }
+        do {
+            try await PeerClient.deliver(bundleAt: path, to: peer, at: address, identity: identity, progress: meter)
+            Terminal.standardError("  \(peer.label): delivered to \(address)")
+            try keystore.setDelivery(secretRow: secretRow, holderKey: peer.card.agreementKey, label: peer.label.value, state: .delivered,
+                                     via: "LAN \(address)")
+            return true
+        } catch {
+            lanFailure = Report.words(for: error)
+        }
+    }
+    let named: String? = if case .group(let name) = route { name } else { nil }
+    guard let group = try HolderMail.sharedGroup(with: peer.card, keystore: keystore, identity: identity, named: named) else {
+        if let named { throw CLIError.invalidInput("'\(peer.label)' is not a member of group \(named)") }
+        Terminal.standardError("  \(peer.label): " + (lanFailure ?? "unreachable: not found nearby and no address known (use --peer \(peer.label)=HOST:PORT)")
+            + "; no group of yours has '\(peer.label)' as a member, to deliver through relays")
         return false
     }
-    let meter = ProgressMeter(peer.label.value, total: (try? FileSource(path: path).size) ?? 0)
-    ProgressLine.show("delivering to \(peer.label)", [meter])
-    defer { ProgressLine.end() }
     do {
-        try await PeerClient.deliver(bundleAt: path, to: peer, at: address, identity: identity, progress: meter)
-        Terminal.standardError("  \(peer.label): delivered to \(address)")
+        let stored = try await HolderMail.offer(bundle: path, to: peer, in: group, keystore: keystore, identity: identity)
+        guard stored >= HolderMail.minimumRelays(group) else {
+            throw CLIError.invalidInput("only \(stored) of \(group.relays.count) relays of \(group.name) stored it")
+        }
+        Terminal.standardError("  \(peer.label): " + (lanFailure.map { "\($0); " } ?? "")
+            + "sent through the relays of \(group.name) (\(stored) of \(group.relays.count) stored it); \(peer.label) is asked to keep it")
+        try keystore.setDelivery(secretRow: secretRow, holderKey: peer.card.agreementKey, label: peer.label.value, state: .sent,
+                                 via: "relays of \(group.name)")
         return true
     } catch {
-        Terminal.standardError("  \(peer.label): \(Report.words(for: error))")
+        Terminal.standardError("  \(peer.label): " + (lanFailure.map { "\($0); " } ?? "") + "through the relays of \(group.name): \(Report.words(for: error))")
         return false
     }
 }

@@ -3,41 +3,83 @@ import Foundation
 import VaultCore
 import VaultNet
 
-/// How `vault serve` puts piece requests to its person: a line in its log naming the
-/// request, and, when it runs on a terminal, a question there, one at a time, withdrawn if
-/// the request is answered elsewhere first.
+/// How `vault serve` puts what waits for consent to its person (piece requests over the LAN
+/// and through relays, share offers through relays): a line in its log naming the request,
+/// and, when it runs on a terminal, a question there, one at a time, withdrawn if the
+/// request is answered elsewhere first.
 enum ReleaseConsent {
     /// One question on the terminal at a time: two prompts must never interleave.
     private static let prompts = DispatchQueue(label: "vault.serve.consent")
 
-    static func approvals(window: TimeInterval) -> ReleaseApprovals {
-        let approvals = Box()
-        let made = ReleaseApprovals(window: window) { request in
-            Terminal.standardError("vault serve: release request \(request.id): '\(TerminalText.escaped(request.peer))' asks for piece "
-                + "\(request.holder) of \(request.type) \(request.secretID.prefix(16))"
-                + (request.description.isEmpty ? "" : " (\(TerminalText.escaped(request.description)))")
-                + "; approve with 'vault approve \(request.id)' within \(Int(request.expires.timeIntervalSince(request.asked))) s")
-            guard Terminal.isAvailable else { return }
-            // Each request gets its own question, in the order they came. One answered
-            // elsewhere (vault approve|deny), or lapsed, is not asked, or is withdrawn while it
-            // waits, so that the next answer typed goes to the next question.
-            prompts.async {
-                guard let approvals = approvals.value else { return }
-                let open = { approvals.waiting().contains { $0.id == request.id } }
-                let answer = try? Terminal.confirm("Release your piece of \(request.secretID.prefix(16)) to '\(TerminalText.escaped(request.peer))' (request \(request.id))?",
-                                                   what: "releasing a piece", while: open)
-                guard let yes = answer ?? nil else { return }
-                if approvals.decide(request.id, approve: yes) != nil {
-                    Terminal.standardError("vault serve: \(yes ? "approved" : "denied") request \(request.id)")
-                }
-            }
-        }
-        approvals.value = made
-        return made
+    /// The queue of a serve over `keystore`, LAN requests waiting `window` seconds.
+    static func queue(keystore: Keystore, window: TimeInterval) -> ConsentQueue {
+        let box = Box()
+        let lan = ReleaseApprovals(window: window) { request in box.value.map { ask(request, queue: $0) } }
+        let queue = ConsentQueue(keystore: keystore, lan: lan) { request in box.value.map { ask(request, queue: $0) } }
+        box.value = queue
+        return queue
     }
 
-    /// Lets the callback reach the object it belongs to.
+    /// Logs `request` and, on a terminal, asks about it.
+    static func ask(_ request: ReleaseApprovals.Request, queue: ConsentQueue) {
+        Terminal.standardError("vault serve: " + RequestWords.logLine(request))
+        guard Terminal.isAvailable else { return }
+        // Each request gets its own question, in the order they came. One answered
+        // elsewhere (vault approve|deny), or lapsed, is not asked, or is withdrawn while it
+        // waits, so that the next answer typed goes to the next question.
+        prompts.async {
+            let open = { queue.waiting().contains { $0.id == request.id } }
+            let answer = try? Terminal.confirm(RequestWords.question(request), details: RequestWords.warnings(request),
+                                               what: request.kind == "share" ? "storing a share" : "releasing a piece", while: open)
+            guard let yes = answer ?? nil else { return }
+            if queue.decide(request.id, approve: yes) != nil {
+                Terminal.standardError("vault serve: \(yes ? "approved" : "denied") request \(request.id)")
+            }
+        }
+    }
+
+    /// Lets the callbacks reach the queue they belong to.
     private final class Box: @unchecked Sendable {
-        weak var value: ReleaseApprovals?
+        weak var value: ConsentQueue?
+    }
+}
+
+/// How a request for consent is told, the same in serve's log, its questions, `vault
+/// requests` and `vault receive`.
+enum RequestWords {
+    /// `release request ID: 'alice' asks for piece 2 of note 1a2b… (the safe), relays of team; approve with 'vault approve ID' within 120 s`
+    static func logLine(_ request: ReleaseApprovals.Request) -> String {
+        let left = Int(request.expires.timeIntervalSince(request.asked).rounded())
+        return "\(request.kind == "share" ? "share offer" : "release request") \(request.id): \(summary(request)); "
+            + "approve with 'vault approve \(request.id)' within \(left) s"
+    }
+
+    /// Who asks for what, and how it came.
+    static func summary(_ request: ReleaseApprovals.Request) -> String {
+        let peer = "'\(TerminalText.escaped(request.peer))'"
+        let about = request.description.isEmpty ? "" : " (\(TerminalText.escaped(request.description)))"
+        let via = request.via == "LAN" ? "" : ", \(request.via)"
+        if request.kind == "share" {
+            return "\(peer) offers you share \(request.holder) of \(request.type) \(request.secretID.prefix(16))\(about), "
+                + "\(request.threshold) of \(request.count) needed\(via)"
+        }
+        return "\(peer) asks for piece \(request.holder) of \(request.type) \(request.secretID.prefix(16))\(about)\(via)"
+            + (request.holdsNoShare ? " [holds no share]" : "")
+    }
+
+    /// The question put on a terminal.
+    static func question(_ request: ReleaseApprovals.Request) -> String {
+        let peer = "'\(TerminalText.escaped(request.peer))'"
+        if request.kind == "share" {
+            return "Keep share \(request.holder) of \(request.type) \(request.secretID.prefix(16)) for \(peer) (request \(request.id))?"
+        }
+        return "Release your piece of \(request.secretID.prefix(16)) to \(peer) (request \(request.id))?"
+    }
+
+    /// What must be said before asking: a requester that holds no share proves nothing.
+    static func warnings(_ request: ReleaseApprovals.Request) -> [String] {
+        guard request.holdsNoShare else { return [] }
+        return ["vault: warning: '\(TerminalText.escaped(request.peer))' holds no share of this secret: "
+                + "approve only if you are sure this is its owner (a new machine, cards exchanged face to face)"]
     }
 }

@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import VaultCore
 import VaultNet
+import VaultRelayClient
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -85,9 +86,9 @@ struct Serve: AsyncParsableCommand {
         let pairingSetup: (window: TimeInterval, confirm: Pairing.Confirm)? = pairing
             ? (pairingWindow, { @Sendable code, card, label in confirmPairing(code: code, card: card, label: label, keystore: keystore) })
             : nil
-        let approvals = ReleaseConsent.approvals(window: TimeInterval(consentTimeout))
+        let queue = ReleaseConsent.queue(keystore: keystore, window: TimeInterval(consentTimeout))
         let server = PeerServer(keystore: keystore, identity: identity, confirm: confirmation, pairing: pairingSetup,
-                                approvals: approvals) { line in
+                                approvals: queue.lan) { line in
             Terminal.standardError("vault serve: \(line)")
         }
         let responder = ResponderBox()
@@ -96,13 +97,26 @@ struct Serve: AsyncParsableCommand {
         let loopbackOnly = listen.hasPrefix("127.") || listen == "::1" || listen == "localhost"
         let announce = !noMdns && !loopbackOnly, listen = self.listen
         if !noMdns && loopbackOnly { Terminal.standardError("vault serve: not announced by mDNS: listening on loopback only") }
-        let agent = KeyAgent(approvals: approvals) { line in Terminal.standardError("vault serve: \(line)") }
+        let agent = KeyAgent(approvals: queue) { line in Terminal.standardError("vault serve: \(line)") }
+        // The relays of the user's groups: share offers, piece requests and answers as they
+        // come, and the answers of what is decided here.
+        let watch = HolderWatch(keystore: keystore, identity: identity) { pass in
+            for event in pass.events {
+                if case .queued(let request) = event { ReleaseConsent.ask(request, queue: queue) } else {
+                    Terminal.standardError("vault serve: " + HolderWords.line(event))
+                }
+            }
+            for problem in pass.problems { Terminal.standardError("vault serve: \(problem)") }
+        }
+        queue.onRelayDecision { _ in watch.wake() }
         let agentPath = KeyAgent.socketPath(keystore.home)
         let task = Task {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
                     try await agent.run(path: agentPath) { Terminal.standardError("vault serve: agent listening on \(agentPath)") }
                 }
+                // It returns only once cancelled, with the others.
+                group.addTask { await watch.run() }
                 group.addTask {
                     try await server.run(host: listen, port: port) { bound in
                         if announce {

@@ -1,5 +1,4 @@
 import Foundation
-import VaultCore
 
 /// Piece requests waiting for the holder's consent, inside `vault serve`.
 ///
@@ -26,6 +25,17 @@ public final class ReleaseApprovals: @unchecked Sendable {
         public let asked: Date
         /// When it expires unanswered (once answered: when the answer lapses unused).
         public internal(set) var expires: Date
+        /// How it came: "LAN", or "relays of GROUP".
+        public var via = "LAN"
+        /// What is asked: "piece" (a piece of a share held here) or "share" (keeping a
+        /// share a dealer offers through relays).
+        public var kind = "piece"
+        /// A request from someone who holds no share of the secret (a new machine of its
+        /// owner, through relays): it proves nothing, and is never released without asking.
+        public var holdsNoShare = false
+        /// The secret's k and n, where known (requests through relays).
+        public var threshold = 0
+        public var count = 0
     }
 
     /// Where a request stands when the peer asks (again).
@@ -66,14 +76,14 @@ public final class ReleaseApprovals: @unchecked Sendable {
 
     /// Requests wait `window` seconds for an answer; `onNew` hears of each new one (serve
     /// logs it and, on a terminal, asks).
-    public init(window: TimeInterval = NetLimits.approvalSeconds, onNew: @escaping @Sendable (Request) -> Void = { _ in }) {
+    public init(window: TimeInterval = ConsentLimits.approvalSeconds, onNew: @escaping @Sendable (Request) -> Void = { _ in }) {
         self.window = window
         self.onNew = onNew
     }
 
     /// Where the request of `peer` (proved as `requester`) for `header`'s secret stands,
     /// recording it as new if it is.
-    func stand(peer: Peer, header: BundleHeader, requester: Int, now: Date = Date()) -> Standing {
+    package func stand(peer: Peer, header: BundleHeader, requester: Int, now: Date = Date()) -> Standing {
         let key = peer.card.agreementKey
         let (standing, created) = lock.withLock { () -> (Standing, Request?) in
             if let (id, entry) = entries.first(where: { $0.value.peerKey == key && $0.value.share == header.rowID }) {
@@ -102,7 +112,7 @@ public final class ReleaseApprovals: @unchecked Sendable {
             entries = entries.filter {
                 $0.value.request.expires.addingTimeInterval(window) > now && !($0.value.state == .waiting && Self.abandoned($0.value, now: now))
             }
-            guard entries.count < NetLimits.pendingApprovals else { return (.busy, nil) }
+            guard entries.count < ConsentLimits.pendingApprovals else { return (.busy, nil) }
             var id: String
             repeat { id = SecureRandom().bytes(4).hex } while entries[id] != nil
             let request = Request(id: id, peer: peer.label.value, secretID: header.secretIDHex, type: header.type.description,
@@ -118,7 +128,7 @@ public final class ReleaseApprovals: @unchecked Sendable {
 
     /// Whether `peer` has a request for `secretID` open here: asking again about it is not a
     /// new request, so it does not count against the rate limit.
-    func isOpen(peerKey: [UInt8], secretID: [UInt8]) -> Bool {
+    package func isOpen(peerKey: [UInt8], secretID: [UInt8]) -> Bool {
         // Only a request still waiting (and asked about), or answered and not yet told: a
         // lapsed one gives no way around the rate limit.
         let now = Date()
@@ -131,7 +141,7 @@ public final class ReleaseApprovals: @unchecked Sendable {
 
     /// Whether the requester stopped asking: it withdrew the request.
     private static func abandoned(_ entry: Entry, now: Date) -> Bool {
-        now.timeIntervalSince(entry.lastAsked) > NetLimits.approvalAbandonSeconds
+        now.timeIntervalSince(entry.lastAsked) > ConsentLimits.approvalAbandonSeconds
     }
 
     private static func isOpenForDecision(_ entry: Entry, now: Date) -> Bool {
@@ -155,7 +165,7 @@ public final class ReleaseApprovals: @unchecked Sendable {
             entries[id]?.state = approve ? .approved : .denied
             // An approval is good for one release, picked up by a requester that is still
             // asking (it asks every second): a withdrawn request must not come back approved.
-            entries[id]?.request.expires = now.addingTimeInterval(2 * NetLimits.approvalAbandonSeconds)
+            entries[id]?.request.expires = now.addingTimeInterval(2 * ConsentLimits.approvalAbandonSeconds)
             return entry.request
         }
     }

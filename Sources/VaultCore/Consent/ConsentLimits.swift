@@ -1,0 +1,14 @@
+/// The consent queue's bounds (``ReleaseApprovals``, ``ConsentQueue``), shared by the LAN
+/// server and the relay watcher.
+public enum ConsentLimits {
+    /// How long a piece request over the LAN waits for the holder's consent: 2 minutes.
+    public static let approvalSeconds: Double = 120
+    /// LAN requests waiting for consent at once; past this, new ones are turned away.
+    public static let pendingApprovals = 64
+    /// A waiting LAN request not asked about again for this long was withdrawn by its
+    /// requester (it asks again every second while it waits).
+    static let approvalAbandonSeconds: Double = 5
+    /// Requests through relays waiting for consent at once; past this, new ones are
+    /// refused as busy, so a flood of requests cannot grow the keystore without bound.
+    public static let pendingHolderRequests = 256
+}

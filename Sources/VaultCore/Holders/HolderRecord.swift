@@ -1,0 +1,184 @@
+import Foundation
+
+/// What a secret's holders send each other through a group's relays (Docs/FORMAT.md §20):
+/// the plaintext of a holder message, an object message (§19) of kind `holder`, sealed to its
+/// one recipient. The relays see that holders talk, when, and how much; never which step
+/// this is, nor which secret it is about.
+///
+///     record = version 0x01 ‖ kind (1) ‖ fields
+///
+/// A share offer and a released piece end in a file-sized part (a bundle, a piece), which
+/// is read from the record's file after its head; ``HolderRecord/Head`` is the rest.
+public enum HolderRecord {
+    static let version: UInt8 = 1
+
+    /// The kinds, as the byte after the version says.
+    public enum Kind: UInt8, Sendable {
+        /// A dealer's share bundle (§9) for its holder; the bundle follows, to the end.
+        case shareOffer = 1
+        /// A holder's answer to an offer: stored, refused, or waiting for its person.
+        case shareAnswer = 2
+        /// A request for the recipient's piece (``RelayPieceRequest``).
+        case pieceRequest = 3
+        /// A holder's answer to a piece request; a released piece follows when released.
+        case pieceAnswer = 4
+    }
+
+    /// A holder's answer to a share offer.
+    public enum ShareState: UInt8, Sendable {
+        case stored = 1
+        case refused = 2
+        case waiting = 3
+    }
+
+    /// How a holder answered a piece request.
+    public enum PieceOutcome: Equatable, Sendable {
+        /// Released: the holder's signed bundle prefix (§9) and its released piece (§11) follow.
+        case released
+        /// The holder's person said no.
+        case denied
+        /// Nobody answered before the request expired.
+        case timedOut
+        /// The holder's person was asked; the request waits until then (Unix seconds).
+        case waiting(until: UInt64)
+        /// A check refused the request.
+        case refused(Refusal)
+    }
+
+    /// Why a holder refused a piece request without asking anyone: each check has its code,
+    /// and the requester is told which one failed.
+    public enum Refusal: UInt8, Sendable, CustomStringConvertible {
+        case untrusted = 1
+        case unknownSecret = 2
+        case badProof = 3
+        case replayed = 4
+        case expired = 5
+        case otherHolder = 6
+        case busy = 7
+        case redirected = 8
+        case notAMember = 9
+
+        public var description: String {
+            switch self {
+            case .untrusted: "the holder does not trust the requester's card"
+            case .unknownSecret: "the holder holds no share of that secret from that dealer"
+            case .badProof: "the proof of possession does not verify"
+            case .replayed: "the holder has answered this request before (a replay)"
+            case .expired: "the request had expired when it arrived"
+            case .otherHolder: "the request was made for another holder"
+            case .busy: "too many requests wait for the holder's consent"
+            case .redirected: "it came from another member than the requester it names"
+            case .notAMember: "the requester is not a member of the group it came through"
+            }
+        }
+    }
+
+    /// A record's head: everything but a bundle or a piece that follows it in the file.
+    public enum Head: Sendable {
+        case shareOffer
+        case shareAnswer(secretID: [UInt8], holder: Int, state: ShareState)
+        case pieceRequest(RelayPieceRequest)
+        /// `nonce` names the request answered; with `released`, `prefix` is the answering
+        /// holder's bundle prefix.
+        case pieceAnswer(nonce: [UInt8], outcome: PieceOutcome, prefix: [UInt8]?)
+    }
+
+    /// Where the part that follows a head starts in the record: a share offer's bundle, a
+    /// released piece; nil for a record that ends with its head.
+    public static func tailOffset(of head: Head) -> UInt64? {
+        switch head {
+        case .shareOffer: 2
+        case .pieceAnswer(_, .released, let prefix?): UInt64(2 + 16 + 1 + 4 + prefix.count)
+        default: nil
+        }
+    }
+
+    /// Longest head: a piece answer with the largest bundle prefix.
+    static let maximumHeadLength = 2 + 16 + 1 + 4 + 9 + BundleHeader.maximumLength + 64
+
+    // MARK: Writing
+
+    /// The head of a share offer; the bundle's bytes follow it.
+    public static func shareOffer() -> [UInt8] { [version, Kind.shareOffer.rawValue] }
+
+    public static func shareAnswer(secretID: [UInt8], holder: Int, state: ShareState) -> [UInt8] {
+        [version, Kind.shareAnswer.rawValue] + secretID + [UInt8(holder), state.rawValue]
+    }
+
+    public static func pieceRequest(_ request: RelayPieceRequest) -> [UInt8] {
+        [version, Kind.pieceRequest.rawValue] + request.encoded()
+    }
+
+    /// The head of a piece answer; for `released`, `prefix` is the holder's bundle prefix and
+    /// the released piece follows.
+    public static func pieceAnswer(nonce: [UInt8], outcome: PieceOutcome, prefix: [UInt8]? = nil) -> [UInt8] {
+        var w = ByteWriter()
+        w.u8(version)
+        w.u8(Kind.pieceAnswer.rawValue)
+        w.raw(nonce)
+        switch outcome {
+        case .released:
+            w.u8(1)
+            w.u32(UInt32(prefix!.count))
+            w.raw(prefix!)
+        case .denied: w.u8(2)
+        case .timedOut: w.u8(3)
+        case .waiting(let until):
+            w.u8(4)
+            w.u64(until)
+        case .refused(let refusal):
+            w.u8(5)
+            w.u8(refusal.rawValue)
+        }
+        return w.bytes
+    }
+
+    // MARK: Reading
+
+    /// Reads a record's head from `source`, leaving it at the bundle or piece that follows
+    /// (for a share offer, a released piece), which must be read to the end; any other
+    /// record must end with its head.
+    public static func readHead(_ source: inout some ByteSource) throws -> Head {
+        func fail(_ detail: String) -> VaultError { .malformed(what: "the holder message", detail: detail) }
+        func take(_ count: Int) throws -> [UInt8] {
+            let bytes = try source.readFully(count)
+            guard bytes.count == count else { throw VaultError.truncated(what: "the holder message") }
+            return bytes
+        }
+        let start = try take(2)
+        guard start[0] == version else { throw VaultError.unsupportedVersion(what: "the holder message", version: start[0], supported: version) }
+        guard let kind = Kind(rawValue: start[1]) else { throw fail("unknown kind \(start[1])") }
+        let head: Head
+        switch kind {
+        case .shareOffer:
+            return .shareOffer
+        case .shareAnswer:
+            let fields = try take(18)
+            guard let state = ShareState(rawValue: fields[17]), fields[16] >= 1 else { throw fail("a bad share answer") }
+            head = .shareAnswer(secretID: Array(fields[0..<16]), holder: Int(fields[16]), state: state)
+        case .pieceRequest:
+            head = .pieceRequest(try RelayPieceRequest(parsing: try take(RelayPieceRequest.length)))
+        case .pieceAnswer:
+            let nonce = try take(16)
+            let code = try take(1)[0]
+            switch code {
+            case 1:
+                let length = Int(try take(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+                guard length >= 9 + 64, length <= 9 + BundleHeader.maximumLength + 64 else { throw fail("a bad bundle prefix length") }
+                return .pieceAnswer(nonce: nonce, outcome: .released, prefix: try take(length))
+            case 2: head = .pieceAnswer(nonce: nonce, outcome: .denied, prefix: nil)
+            case 3: head = .pieceAnswer(nonce: nonce, outcome: .timedOut, prefix: nil)
+            case 4:
+                let until = try take(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+                head = .pieceAnswer(nonce: nonce, outcome: .waiting(until: until), prefix: nil)
+            case 5:
+                guard let refusal = Refusal(rawValue: try take(1)[0]) else { throw fail("an unknown refusal") }
+                head = .pieceAnswer(nonce: nonce, outcome: .refused(refusal), prefix: nil)
+            default:
+                throw fail("an unknown outcome \(code)")
+            }
+        }
+        guard try source.readFully(1).isEmpty else { throw fail("bytes follow its end") }
+        return head
+    }
+}

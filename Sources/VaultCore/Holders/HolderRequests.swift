@@ -1,0 +1,140 @@
+import Foundation
+import GRDB
+
+/// A request that reached this holder through a group's relays and waits for, or had, its
+/// person's decision: a piece request, or a dealer's share offer. It lives in the keystore,
+/// so that it survives `vault serve` restarting (friends answer in hours), and is listed,
+/// approved and denied like a request over the LAN (``ReleaseApprovals``).
+public struct HolderRequest: Sendable {
+    /// What is asked.
+    public enum Kind: Int, Sendable {
+        /// A piece of a share held here (``RelayPieceRequest``).
+        case piece = 1
+        /// Keeping a share a dealer offers.
+        case share = 2
+    }
+
+    /// Where it stands. Each transition is one keystore write: waiting → approved |
+    /// automatic | denied | expired → answered (the answer went out).
+    public enum State: String, Sendable {
+        case waiting, approved, automatic, denied, expired, answered
+    }
+
+    /// 8 hex digits, to approve or deny it by.
+    public let id: String
+    /// The request's nonce (a share offer's: its message id): a second copy is a replay.
+    public let nonce: [UInt8]
+    public let kind: Kind
+    /// The group it came through, and through which the answer goes.
+    public let groupID: [UInt8]
+    /// The requester (or dealer), a trusted peer, by its X25519 key and its label then.
+    public let peerKey: [UInt8]
+    public let peerLabel: String
+    /// The share asked for (piece requests).
+    public let secretRow: [UInt8]?
+    /// A piece request's bytes; a share offer's bundle file path.
+    public let record: [UInt8]
+    public let state: State
+    public let received: Date
+    public let expires: Date
+
+    /// A piece request's request.
+    public var pieceRequest: RelayPieceRequest? { kind == .piece ? try? RelayPieceRequest(parsing: record) : nil }
+    /// A share offer's bundle file.
+    public var bundlePath: String? { kind == .share ? String(decoding: record, as: UTF8.self) : nil }
+
+    init(row: Row) {
+        id = row["id"]
+        nonce = [UInt8](row["nonce"] as Data)
+        kind = Kind(rawValue: row["kind"]) ?? .piece
+        groupID = [UInt8](row["group_id"] as Data)
+        peerKey = [UInt8](row["peer_key"] as Data)
+        peerLabel = row["peer_label"]
+        secretRow = (row["secret_row"] as Data?).map { [UInt8]($0) }
+        record = [UInt8](row["record"] as Data)
+        state = State(rawValue: row["state"]) ?? .waiting
+        received = Date(timeIntervalSince1970: TimeInterval(row["received_at"] as Int64))
+        expires = Date(timeIntervalSince1970: TimeInterval(row["expires_at"] as Int64))
+    }
+}
+
+extension Keystore {
+    /// Records a request that came through relays, waiting (or, with `state`, decided
+    /// already: an automatic release). Returns nil when its nonce is known: a replay, or a
+    /// second relay's copy of one already taken.
+    public func addHolderRequest(nonce: [UInt8], kind: HolderRequest.Kind, groupID: [UInt8], peer: Peer, secretRow: [UInt8]?,
+                                 record: [UInt8], state: HolderRequest.State = .waiting, expires: UInt64,
+                                 now: Date = Date()) throws(VaultError) -> HolderRequest? {
+        try write { db in
+            guard try Int.fetchOne(db, sql: "SELECT count(*) FROM holder_request WHERE nonce = ?", arguments: [Data(nonce)]) == 0 else {
+                return nil
+            }
+            var id: String
+            repeat { id = SecureRandom().bytes(4).hex } while try Int.fetchOne(db, sql: "SELECT count(*) FROM holder_request WHERE id = ?",
+                                                                                  arguments: [id]) != 0
+            try db.execute(sql: """
+                INSERT INTO holder_request (id, nonce, kind, group_id, peer_key, peer_label, secret_row, record, state, received_at, expires_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """, arguments: [id, Data(nonce), kind.rawValue, Data(groupID), Data(peer.card.agreementKey), peer.label.value,
+                                 secretRow.map { Data($0) }, Data(record), state.rawValue, Int64(now.timeIntervalSince1970), Int64(expires)])
+            return HolderRequest(row: try Row.fetchOne(db, sql: "SELECT * FROM holder_request WHERE id = ?", arguments: [id])!)
+        }
+    }
+
+    /// Requests in these states, oldest first. Waiting ones whose time ran out are
+    /// `expired` first.
+    public func holderRequests(_ states: [HolderRequest.State], now: Date = Date()) throws(VaultError) -> [HolderRequest] {
+        try write { db in
+            try db.execute(sql: "UPDATE holder_request SET state = 'expired' WHERE state = 'waiting' AND expires_at <= ?",
+                           arguments: [Int64(now.timeIntervalSince1970)])
+            let marks = states.map { _ in "?" }.joined(separator: ", ")
+            return try Row.fetchAll(db, sql: "SELECT * FROM holder_request WHERE state IN (\(marks)) ORDER BY received_at, id",
+                                    arguments: StatementArguments(states.map(\.rawValue))).map(HolderRequest.init)
+        }
+    }
+
+    /// Approves or denies the waiting request whose id starts with `prefix` (at least 4 hex
+    /// digits): nil when no single one matches.
+    public func decideHolderRequest(_ prefix: String, approve: Bool, now: Date = Date()) throws(VaultError) -> HolderRequest? {
+        let prefix = prefix.lowercased()
+        guard prefix.count >= 4, prefix.allSatisfy(\.isHexDigit) else { return nil }
+        return try write { db in
+            let matches = try Row.fetchAll(db, sql: "SELECT * FROM holder_request WHERE state = 'waiting' AND expires_at > ? AND id LIKE ?",
+                                           arguments: [Int64(now.timeIntervalSince1970), prefix + "%"]).map(HolderRequest.init)
+            guard matches.count == 1, let match = matches.first else { return nil }
+            try db.execute(sql: "UPDATE holder_request SET state = ? WHERE id = ?", arguments: [approve ? "approved" : "denied", match.id])
+            return match
+        }
+    }
+
+    /// Takes a decided request to answer it: false when another process took it first (a
+    /// `vault receive` beside a serve), so that a piece goes out once.
+    public func claimAnswer(_ request: HolderRequest) throws(VaultError) -> Bool {
+        try write { db in
+            try db.execute(sql: "UPDATE holder_request SET state = 'answered' WHERE id = ? AND state = ?",
+                           arguments: [request.id, request.state.rawValue])
+            return db.changesCount == 1
+        }
+    }
+
+    /// Gives back a request claimed to answer, whose answer could not be sent: the next
+    /// run answers it.
+    public func unclaimAnswer(_ request: HolderRequest) throws(VaultError) {
+        try write { db in
+            try db.execute(sql: "UPDATE holder_request SET state = ? WHERE id = ? AND state = 'answered'",
+                           arguments: [request.state.rawValue, request.id])
+        }
+    }
+
+    /// Forgets requests a day past their expiry (the day leaves time to send a timed-out
+    /// answer): a copy arriving later is refused as expired, without its nonce. Returns the
+    /// bundle files of share offers never kept, to remove.
+    public func forgetExpiredHolderRequests(now: Date = Date()) throws(VaultError) -> [String] {
+        try write { db in
+            let cutoff = Int64(now.timeIntervalSince1970) - 86_400
+            let gone = try Row.fetchAll(db, sql: "SELECT * FROM holder_request WHERE expires_at <= ?", arguments: [cutoff]).map(HolderRequest.init)
+            try db.execute(sql: "DELETE FROM holder_request WHERE expires_at <= ?", arguments: [cutoff])
+            return gone.compactMap(\.bundlePath)
+        }
+    }
+}

@@ -1,0 +1,157 @@
+import Foundation
+import GRDB
+
+/// A recovery through relays that has not ended: the requests it sent, one per holder, and
+/// what came back. Friends answer in hours, so it outlives the command that started it:
+/// `vault recover` again picks up what arrived, and asks nobody twice.
+public struct Recovery: Sendable {
+    /// One holder asked.
+    public struct Ask: Sendable {
+        /// Where a request stands, as the requester knows it.
+        public enum State: String, Sendable {
+            /// Sent; no answer yet.
+            case asked
+            /// The holder's person was asked (until ``until``).
+            case waiting
+            /// The piece came, in ``piece``.
+            case released
+            case denied
+            case timedOut = "timed out"
+            /// The holder refused it on a check (``detail`` says which).
+            case refused
+            /// The answer failed a check here (``detail`` says which).
+            case failed
+        }
+
+        public let nonce: [UInt8]
+        public let holderKey: [UInt8]
+        public let holderLabel: String
+        public let groupID: [UInt8]
+        public let state: State
+        public let detail: String?
+        public let until: Date?
+        /// The answering holder's signed bundle prefix (for a requester without a share).
+        public let prefix: [UInt8]?
+        /// The released piece's file.
+        public let piece: String?
+        public let updated: Date
+
+        init(row: Row) {
+            nonce = [UInt8](row["nonce"] as Data)
+            holderKey = [UInt8](row["holder_key"] as Data)
+            holderLabel = row["holder_label"]
+            groupID = [UInt8](row["group_id"] as Data)
+            state = State(rawValue: row["state"]) ?? .failed
+            detail = row["detail"]
+            until = (row["until_at"] as Int64?).map { Date(timeIntervalSince1970: TimeInterval($0)) }
+            prefix = (row["prefix"] as Data?).map { [UInt8]($0) }
+            piece = row["piece"]
+            updated = Date(timeIntervalSince1970: TimeInterval(row["updated_at"] as Int64))
+        }
+    }
+
+    /// The keystore's key of the secret: dealer and id (``BundleHeader/rowID``).
+    public let secretRow: [UInt8]
+    public let secretID: [UInt8]
+    public let dealer: KeyCard
+    /// Whether this identity holds a share of it (else: recovery onto a new machine).
+    public let holdsShare: Bool
+    public let replyPublicKey: [UInt8]
+    let replySecret: [UInt8]
+    public let started: Date
+    public let expires: Date
+    public let asks: [Ask]
+
+    /// The reply key, opened with `identity`; nil if it does not open (another identity's).
+    public func replyKey(_ identity: Identity) -> ReplyKey? {
+        ReplyKey.unsealed(replySecret, publicKey: replyPublicKey, identity: identity)
+    }
+}
+
+extension Keystore {
+    /// The recovery of (dealer, `secretID`) under way, if any.
+    public func recovery(dealer: KeyCard, secretID: [UInt8]) throws(VaultError) -> Recovery? {
+        try read { db in try Self.recovery(row: BundleHeader.rowID(dealer: dealer, secretID: secretID), db) }
+    }
+
+    /// Every recovery under way.
+    public func recoveries() throws(VaultError) -> [Recovery] {
+        try read { db in
+            try Data.fetchAll(db, sql: "SELECT secret_row FROM recovery ORDER BY started_at").compactMap { try Self.recovery(row: [UInt8]($0), db) }
+        }
+    }
+
+    /// Starts recovering (dealer, `secretID`) through relays, with a new reply key sealed
+    /// for `identity`; an unexpired recovery under way is returned as it is.
+    public func startRecovery(dealer: KeyCard, secretID: [UInt8], holdsShare: Bool, identity: Identity, lifetime: UInt64,
+                              now: Date = Date()) throws(VaultError) -> Recovery {
+        let row = BundleHeader.rowID(dealer: dealer, secretID: secretID)
+        let key = ReplyKey()
+        return try write { db in
+            let at = Int64(now.timeIntervalSince1970)
+            try db.execute(sql: "DELETE FROM recovery WHERE secret_row = ? AND expires_at <= ?", arguments: [Data(row), at])
+            if let running = try Self.recovery(row: row, db) { return running }
+            try db.execute(sql: """
+                INSERT INTO recovery (secret_row, secret_id, dealer, holds_share, reply_key, reply_secret, started_at, expires_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """, arguments: [Data(row), Data(secretID), Data(dealer.encoded), holdsShare ? 1 : 0, Data(key.publicKey),
+                                 Data(key.sealed(for: identity)), at, at + Int64(min(lifetime, RelayPieceRequest.maximumLifetime))])
+            return try Self.recovery(row: row, db)!
+        }
+    }
+
+    /// Records a request sent to a holder.
+    public func recordAsk(_ recovery: Recovery, nonce: [UInt8], holder: Peer, groupID: [UInt8], now: Date = Date()) throws(VaultError) {
+        try write { db in
+            try db.execute(sql: """
+                INSERT INTO recovery_ask (nonce, secret_row, holder_key, holder_label, group_id, state, updated_at)
+                VALUES (?, ?, ?, ?, ?, 'asked', ?)
+                """, arguments: [Data(nonce), Data(recovery.secretRow), Data(holder.card.agreementKey), holder.label.value, Data(groupID),
+                                 Int64(now.timeIntervalSince1970)])
+        }
+    }
+
+    /// The ask with this nonce, and its recovery.
+    public func ask(nonce: [UInt8]) throws(VaultError) -> (Recovery, Recovery.Ask)? {
+        try read { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM recovery_ask WHERE nonce = ?", arguments: [Data(nonce)]),
+                  let recovery = try Self.recovery(row: [UInt8](row["secret_row"] as Data), db) else { return nil }
+            return (recovery, Recovery.Ask(row: row))
+        }
+    }
+
+    /// Records what a holder answered. A piece, once released, stays: a later answer to
+    /// the same request changes nothing.
+    public func updateAsk(nonce: [UInt8], state: Recovery.Ask.State, detail: String? = nil, until: UInt64? = nil, prefix: [UInt8]? = nil,
+                          piece: String? = nil, now: Date = Date()) throws(VaultError) {
+        try write { db in
+            try db.execute(sql: """
+                UPDATE recovery_ask SET state = ?, detail = ?, until_at = ?, prefix = ?, piece = ?, updated_at = ?
+                WHERE nonce = ? AND state <> 'released'
+                """, arguments: [state.rawValue, detail, until.map { Int64($0) }, prefix.map { Data($0) }, piece,
+                                 Int64(now.timeIntervalSince1970), Data(nonce)])
+        }
+    }
+
+    /// Ends a recovery: its rows go, and the piece files it received are returned for removal.
+    @discardableResult
+    public func endRecovery(_ recovery: Recovery) throws(VaultError) -> [String] {
+        try write { db in
+            let files = try String.fetchAll(db, sql: "SELECT piece FROM recovery_ask WHERE secret_row = ? AND piece IS NOT NULL",
+                                            arguments: [Data(recovery.secretRow)])
+            try db.execute(sql: "DELETE FROM recovery WHERE secret_row = ?", arguments: [Data(recovery.secretRow)])
+            return files
+        }
+    }
+
+    private static func recovery(row: [UInt8], _ db: Database) throws -> Recovery? {
+        guard let found = try Row.fetchOne(db, sql: "SELECT * FROM recovery WHERE secret_row = ?", arguments: [Data(row)]) else { return nil }
+        let asks = try Row.fetchAll(db, sql: "SELECT * FROM recovery_ask WHERE secret_row = ? ORDER BY holder_label", arguments: [Data(row)])
+            .map(Recovery.Ask.init)
+        return Recovery(secretRow: row, secretID: [UInt8](found["secret_id"] as Data),
+                        dealer: try KeyCard(encoded: [UInt8](found["dealer"] as Data)), holdsShare: (found["holds_share"] as Int) == 1,
+                        replyPublicKey: [UInt8](found["reply_key"] as Data), replySecret: [UInt8](found["reply_secret"] as Data),
+                        started: Date(timeIntervalSince1970: TimeInterval(found["started_at"] as Int64)),
+                        expires: Date(timeIntervalSince1970: TimeInterval(found["expires_at"] as Int64)), asks: asks)
+    }
+}

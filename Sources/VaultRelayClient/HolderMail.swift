@@ -1,0 +1,269 @@
+import Foundation
+import VaultCore
+import VaultRelayProtocol
+
+/// What holders of secrets said to each other through relays in one run.
+public struct HolderReport: Sendable {
+    /// One thing that happened, for the command to say.
+    public enum Event: Sendable {
+        /// A request or a share offer now waits for this holder's person.
+        case queued(ReleaseApprovals.Request)
+        /// A piece went out without asking (automatic release).
+        case releasedAutomatically(to: String, secret: String)
+        /// A request was refused on a check; its requester is told which.
+        case refusedRequest(from: String, reason: String)
+        /// A share offer was refused; its dealer is told.
+        case refusedOffer(from: String, reason: String)
+        /// An answer came back for a recovery or a share offer of this identity's.
+        case answer(RecoveryDesk.Taken)
+        /// The answer to a decided request went out.
+        case answered(to: String, what: String)
+    }
+
+    public var events: [Event] = []
+    /// Problems, one line each.
+    public var problems: [String] = []
+
+    public init() {}
+
+    /// Whether nothing happened.
+    public var isEmpty: Bool { events.isEmpty && problems.isEmpty }
+}
+
+/// The holder protocol through a group's relays (Docs/PROTOCOL.md §9): share offers to
+/// holders who are not on the LAN, piece requests to them, and every answer. Each step is a
+/// holder message (FORMAT.md §19, kind `holder`), sealed to its one recipient and stored
+/// whole on every relay of a group both belong to, so that one relay down loses nothing;
+/// what it carries (FORMAT.md §20) is checked by ``HolderDesk`` and ``RecoveryDesk``.
+public enum HolderMail {
+    /// How many relays must store a step for it to count as sent: two (every group has at
+    /// least two), so that one relay down afterwards loses nothing.
+    public static func minimumRelays(_ group: GroupRecord) -> Int { min(2, group.relays.count) }
+
+    /// How long relays keep a share offer or a piece request: a week, as long as a request
+    /// may live (``RelayPieceRequest/maximumLifetime``).
+    public static let offerLifetime: UInt64 = RelayPieceRequest.maximumLifetime
+
+    /// A group that both this identity and `card` are members of: the named one, when it
+    /// qualifies, else the first by name.
+    public static func sharedGroup(with card: KeyCard, keystore: Keystore, identity: Identity, named: String? = nil) throws -> GroupRecord? {
+        let groups = try named.map { [try keystore.group(named: $0)] } ?? keystore.groups()
+        return groups.sorted { $0.name.value.lowercased() < $1.name.value.lowercased() }.first { group in
+            group.members.contains { $0.card == identity.card } && group.members.contains { $0.card == card }
+        }
+    }
+
+    /// Offers the bundle at `path` to `holder` through `group`. Returns how many relays
+    /// stored it.
+    public static func offer(bundle path: String, to holder: Peer, in group: GroupRecord, keystore: Keystore,
+                             identity: Identity) async throws -> Int {
+        try await send(to: holder.card, in: group, lifetime: offerLifetime, keystore: keystore, identity: identity) { emit in
+            try HolderRecord.shareOffer().withUnsafeBytes(emit)
+            var bundle = try FileSource(path: path)
+            try bundle.forEachChunk(emit)
+        }
+    }
+
+    /// Asks `holder` through `group` for its piece of `recovery`'s secret, proving
+    /// possession of `own` when this identity holds a share. The request is recorded once at
+    /// least ``minimumRelays(_:)`` relays stored it.
+    public static func ask(_ recovery: Recovery, holder: Peer, in group: GroupRecord, own: StoredSecret?, keystore: Keystore,
+                           identity: Identity) async throws {
+        let now = UInt64(Date().timeIntervalSince1970)
+        let left = UInt64(max(60, recovery.expires.timeIntervalSince1970 - Double(now)))
+        let request = try RelayPieceRequest.make(secretID: recovery.secretID, dealer: recovery.dealer, holder: holder.card, own: own,
+                                                 identity: identity, replyKey: recovery.replyPublicKey, lifetime: left, now: now)
+        let stored = try await send(to: holder.card, in: group, lifetime: left, keystore: keystore, identity: identity) { emit in
+            try HolderRecord.pieceRequest(request).withUnsafeBytes(emit)
+        }
+        guard stored >= minimumRelays(group) else {
+            throw VaultError.invalidSecret("only \(stored) of the relays of \(group.name) stored the request")
+        }
+        try keystore.recordAsk(recovery, nonce: request.nonce, holder: holder, groupID: group.id)
+    }
+
+    /// Sends the answers of every request decided (or lapsed) since its last answer: the
+    /// piece for an approval, a share stored, a denial. One that cannot be sent now is sent
+    /// at the next call.
+    public static func answerDecided(keystore: Keystore, identity: Identity, report: inout HolderReport) async {
+        let decided: [HolderRequest]
+        do {
+            decided = try keystore.holderRequests([.approved, .automatic, .denied, .expired])
+        } catch {
+            return report.problems.append("the requests through relays: \(VaultError.words(for: error))")
+        }
+        for request in decided {
+            await answer(request, keystore: keystore, identity: identity, report: &report)
+        }
+        for path in (try? keystore.forgetExpiredHolderRequests()) ?? [] { unlink(path) }
+    }
+
+    /// Answers one request as it stands now (a waiting one: that it waits).
+    static func answer(_ request: HolderRequest, keystore: Keystore, identity: Identity, report: inout HolderReport) async {
+        let what = request.kind == .piece ? "piece request \(request.id)" : "share offer \(request.id)"
+        do {
+            // Claimed first: a piece goes out once, whoever else answers meanwhile.
+            if request.state != .waiting { guard try keystore.claimAnswer(request) else { return } }
+            guard let group = try keystore.group(id: request.groupID),
+                  let peer = try keystore.peers().first(where: { $0.card.agreementKey == request.peerKey }) else {
+                // The group or the peer is gone: nobody to answer, and nothing released.
+                return
+            }
+            do {
+                let lifetime = UInt64(max(3600, request.expires.timeIntervalSinceNow + 86_400))
+                let stored = try await send(to: peer.card, in: group, lifetime: min(lifetime, offerLifetime), keystore: keystore,
+                                            identity: identity) { emit in
+                    try HolderDesk.answer(request, keystore: keystore, identity: identity, emit: emit)
+                }
+                guard stored >= 1 else { throw RelayError(relay: group.name.value, code: "unreachable", words: "no relay of the group stored it") }
+            } catch {
+                if request.state != .waiting { try? keystore.unclaimAnswer(request) }
+                throw error
+            }
+            if request.state != .waiting { report.events.append(.answered(to: request.peerLabel, what: what)) }
+        } catch {
+            report.problems.append("could not answer \(request.peerLabel)'s \(what): \(VaultError.words(for: error)); tried again later")
+        }
+    }
+
+    /// Fetches the holder messages waiting on the relays of `groups` (default: every group)
+    /// and takes each one; leaves everything else for `vault receive` and `vault sync`.
+    public static func collect(keystore: Keystore, identity: Identity, groups: [GroupRecord]? = nil) async -> HolderReport {
+        var report = ReceiveReport()
+        do {
+            let spool = try Spool(home: keystore.home)
+            for group in try groups ?? keystore.groups() {
+                let connections = group.relays.map { RelayConnection($0, identity: identity) }
+                var listed: [[UInt8]: [Int]] = [:]
+                var order: [[UInt8]] = []
+                for (j, connection) in connections.enumerated() {
+                    do {
+                        for entry in try await Messenger.list(connection) where entry.group == group.idHex {
+                            guard let id = [UInt8](hexID: entry.id) else { continue }
+                            if listed[id] == nil { order.append(id) }
+                            listed[id, default: []].append(j)
+                        }
+                    } catch {
+                        report.holders.problems.append(VaultError.words(for: error))
+                    }
+                }
+                for id in order {
+                    let relays = listed[id]!
+                    if try keystore.hasReceived(message: id) {
+                        await Messenger.confirm(id, in: group, on: relays.map { connections[$0] })
+                        continue
+                    }
+                    for j in relays {
+                        do {
+                            guard case .object(let message, let path) = try await Messenger.fetch(
+                                id, in: group, from: connections[j], index: j + 1, spool: spool, identity: identity,
+                                objectsOnly: true, holderOnly: true) else { break }
+                            defer { unlink(path) }
+                            if await received(message, path: path, in: group, keystore: keystore, identity: identity, spool: spool,
+                                              report: &report.holders) {
+                                await Messenger.confirm(id, in: group, on: relays.map { connections[$0] })
+                            }
+                            break
+                        } catch {
+                            report.holders.problems.append(VaultError.words(for: error))
+                        }
+                    }
+                }
+            }
+        } catch {
+            report.holders.problems.append(VaultError.words(for: error))
+        }
+        return report.holders
+    }
+
+    /// Takes a checked holder message that arrived in `group` (its bytes in the file at
+    /// `path`). Returns whether it is done with, and so may be confirmed to the relays.
+    static func received(_ message: IncomingObjectMessage, path: String, in group: GroupRecord, keystore: Keystore, identity: Identity,
+                         spool: Spool, report: inout HolderReport) async -> Bool {
+        guard let header = message.header else { return true }
+        let plain = spool.newPath("holder.plain")
+        defer { unlink(plain) }
+        do {
+            // The sender must be the member the group names, by its whole card.
+            guard let sender = group.members.first(where: { $0.card == header.sender }) else {
+                throw VaultError.malformed(what: "the holder message", detail: "its sender is not a member of \(group.name)")
+            }
+            // Recorded first: a second relay's copy, or the relay serving it again, is not
+            // taken twice.
+            guard try keystore.recordReceived(object: header) else { return true }
+            let output = try OutputFile(path: plain)
+            try ObjectMessage.open(message, path: path, recipient: identity, emit: output.write)
+            try output.commit()
+            var source = try FileSource(path: plain)
+            let head = try HolderRecord.readHead(&source)
+            let tail = HolderRecord.tailOffset(of: head)
+            let who = sender.label.value
+            switch head {
+            case .shareOffer:
+                let bundle = spool.newPath("offer.vshare")
+                let copy = try OutputFile(path: bundle)
+                var rest = try FileSource.skipping(Int(tail!), of: plain)
+                try rest.forEachChunk(copy.write)
+                try copy.commit()
+                switch try HolderDesk.take(offer: bundle, messageID: header.messageID, from: sender.card, in: group,
+                                           expires: header.expiresAt, keystore: keystore, identity: identity) {
+                case .queued(let request):
+                    queued(request, keystore: keystore, report: &report)
+                    await answer(request, keystore: keystore, identity: identity, report: &report)
+                case .refusedShare(let reason, let secretID, let index):
+                    report.events.append(.refusedOffer(from: who, reason: reason))
+                    _ = try await send(to: sender.card, in: group, lifetime: offerLifetime, keystore: keystore, identity: identity) { emit in
+                        try HolderDesk.shareRefused(secretID: secretID, holder: index, emit: emit)
+                    }
+                case .refused, .automatic, .duplicate:
+                    break
+                }
+            case .pieceRequest(let request):
+                switch try HolderDesk.take(request, from: sender.card, in: group, keystore: keystore, identity: identity) {
+                case .refused(let refusal):
+                    report.events.append(.refusedRequest(from: who, reason: refusal.description))
+                    let lifetime = UInt64(max(3600, Double(request.expires) - Date().timeIntervalSince1970))
+                    _ = try await send(to: sender.card, in: group, lifetime: min(lifetime, offerLifetime), keystore: keystore,
+                                       identity: identity) { emit in
+                        try HolderDesk.refusal(nonce: request.nonce, refusal, emit: emit)
+                    }
+                case .queued(let taken):
+                    queued(taken, keystore: keystore, report: &report)
+                    await answer(taken, keystore: keystore, identity: identity, report: &report)
+                case .automatic(let taken):
+                    await answer(taken, keystore: keystore, identity: identity, report: &report)
+                    report.events.append(.releasedAutomatically(to: who, secret: request.secretID.hex))
+                case .refusedShare, .duplicate:
+                    break
+                }
+            case .pieceAnswer(let nonce, let outcome, let prefix):
+                report.events.append(.answer(try RecoveryDesk.take(answer: nonce, outcome: outcome, prefix: prefix,
+                                                                   piece: tail.map { (plain, $0) }, from: sender.card,
+                                                                   keystore: keystore, identity: identity)))
+            case .shareAnswer(let secretID, _, let state):
+                report.events.append(.answer(try RecoveryDesk.take(shareAnswer: secretID, state: state, from: sender.card,
+                                                                   keystore: keystore, identity: identity)))
+            }
+            return true
+        } catch {
+            report.problems.append("holder message \(header.messageIDHex.prefix(8)) in \(group.name): \(VaultError.words(for: error))")
+            switch error {
+            case VaultError.storage, VaultError.fileSystem: return false
+            default: return true
+            }
+        }
+    }
+
+    private static func queued(_ request: HolderRequest, keystore: Keystore, report: inout HolderReport) {
+        if let described = ConsentQueue.describe(request, keystore: keystore) { report.events.append(.queued(described)) }
+    }
+
+    /// Writes one holder message to `recipient` (its record through `write`) and stores it
+    /// whole on every relay of `group`; returns how many stored it.
+    static func send(to recipient: KeyCard, in group: GroupRecord, lifetime: UInt64, keystore: Keystore, identity: Identity,
+                     write: @escaping ((UnsafeRawBufferPointer) throws -> Void) throws -> Void) async throws -> Int {
+        let request = ObjectMessage.Request(groupID: group.id, kind: .holder, keyID: [UInt8](repeating: 0, count: 16), recipients: [recipient],
+                                            lifetime: lifetime, deleteWhenConfirmed: true)
+        return try await ObjectSync.send(request, group: group, keystore: keystore, identity: identity, entries: write)
+    }
+}

@@ -1,0 +1,90 @@
+import Foundation
+import VaultCore
+
+/// `vault serve`'s watch over the relays of the user's groups: it takes share offers, piece
+/// requests and answers as they arrive, and sends the answers of requests decided here, so
+/// that nobody has to run `vault receive` for a friend's request to reach its person.
+///
+/// It waits on the relays (``RelayMail/waitForMail``), which answer as soon as something
+/// arrives for this identity, and is woken at once when a request is decided here.
+public final class HolderWatch: @unchecked Sendable {
+    private let keystore: Keystore
+    private let identity: Identity
+    private let report: @Sendable (HolderReport) -> Void
+    private let wakeup = Wakeup()
+
+    /// A watch as `identity`; `report` hears what each pass did.
+    public init(keystore: Keystore, identity: Identity, report: @escaping @Sendable (HolderReport) -> Void) {
+        self.keystore = keystore
+        self.identity = identity
+        self.report = report
+    }
+
+    /// Makes the watch take a pass now (a request was decided: its answer goes out).
+    public func wake() { wakeup.signal() }
+
+    /// Watches until cancelled.
+    public func run() async {
+        var cursors = RelayMail.Cursors()
+        while !Task.isCancelled {
+            var pass = await HolderMail.collect(keystore: keystore, identity: identity)
+            await HolderMail.answerDecided(keystore: keystore, identity: identity, report: &pass)
+            if !pass.isEmpty { report(pass) }
+            // Until something arrives for this identity on any relay of its groups, or a
+            // decision here needs sending.
+            await withTaskGroup(of: Void.self) { waiting in
+                let groups = (try? keystore.groups()) ?? []
+                let identity = identity
+                let start = cursors
+                waiting.addTask { await RelayMail.waitForMail(groups: groups, identity: identity, cursors: start) }
+                waiting.addTask { [wakeup] in await wakeup.wait() }
+                _ = await waiting.next()
+                waiting.cancelAll()
+            }
+            cursors = await RelayMail.latest(groups: (try? keystore.groups()) ?? [], identity: identity, after: cursors)
+        }
+    }
+}
+
+/// A wake-up that is kept until waited for, and a wait that ends when its task is
+/// cancelled. (An AsyncStream ends for good when the task reading it is cancelled: every
+/// later wait would return at once.)
+final class Wakeup: @unchecked Sendable {
+    private let lock = NSLock()
+    private var pending = false
+    private var waiter: CheckedContinuation<Void, Never>?
+    private var cancelled = false
+
+    func signal() {
+        let waiting = lock.withLock { () -> CheckedContinuation<Void, Never>? in
+            defer { waiter = nil }
+            if waiter == nil { pending = true }
+            return waiter
+        }
+        waiting?.resume()
+    }
+
+    func wait() async {
+        lock.withLock { cancelled = false }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let now = lock.withLock { () -> Bool in
+                    if pending || cancelled {
+                        pending = false
+                        return true
+                    }
+                    waiter = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            let waiting = lock.withLock { () -> CheckedContinuation<Void, Never>? in
+                cancelled = true
+                defer { waiter = nil }
+                return waiter
+            }
+            waiting?.resume()
+        }
+    }
+}

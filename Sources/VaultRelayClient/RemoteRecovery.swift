@@ -1,0 +1,105 @@
+import Foundation
+import VaultCore
+
+/// Recovery through relays (Docs/PROTOCOL.md §9): piece requests to the holders a recovery
+/// still needs, each through a group the requester and that holder share, and the pieces
+/// that come back, kept sealed to the recovery's reply key until it ends. It lives in the
+/// keystore (``Recovery``), so a second `vault recover` picks up what arrived and asks
+/// nobody twice.
+public final class RemoteRecovery {
+    /// What asking one holder did.
+    public enum Asked: Sendable {
+        /// Asked now, through this group.
+        case asked(label: String, group: String)
+        /// Asked before, by an earlier run; where it stands.
+        case before(label: String, state: Recovery.Ask.State, detail: String?, until: Date?)
+        /// Cannot be asked through relays: the words say why.
+        case unreachable(label: String, reason: String)
+    }
+
+    private let keystore: Keystore
+    private let identity: Identity
+    /// This identity's share of the secret, if it holds one.
+    public let own: StoredSecret?
+    /// The recovery as last read from the keystore.
+    public private(set) var recovery: Recovery
+
+    /// Starts (or resumes) the recovery of (`dealer`, `secretID`); requests live `lifetime`
+    /// seconds, at most a week.
+    public init(dealer: KeyCard, secretID: [UInt8], own: StoredSecret?, lifetime: UInt64, keystore: Keystore, identity: Identity) throws {
+        self.keystore = keystore
+        self.identity = identity
+        self.own = own
+        recovery = try keystore.startRecovery(dealer: dealer, secretID: secretID, holdsShare: own != nil, identity: identity, lifetime: lifetime)
+        guard recovery.replyKey(identity) != nil else { throw VaultError.keystoreCorrupt("the recovery's reply key does not open") }
+    }
+
+    /// The reply key pieces are sealed to.
+    public var replyKey: ReplyKey { recovery.replyKey(identity)! }
+
+    /// Asks each of `holders` not asked before, through a group both share (the named one
+    /// with `group`).
+    public func ask(_ holders: [Peer], group: String? = nil) async -> [Asked] {
+        var outcomes: [Asked] = []
+        for holder in holders {
+            let label = holder.label.value
+            if let ask = recovery.asks.first(where: { $0.holderKey == holder.card.agreementKey }) {
+                outcomes.append(.before(label: label, state: ask.state, detail: ask.detail, until: ask.until))
+                continue
+            }
+            do {
+                guard let shared = try HolderMail.sharedGroup(with: holder.card, keystore: keystore, identity: identity, named: group) else {
+                    outcomes.append(.unreachable(label: label, reason: group.map { "not a member of group \($0)" }
+                                                    ?? "no group of yours has it as a member, to ask through relays"))
+                    continue
+                }
+                try await HolderMail.ask(recovery, holder: holder, in: shared, own: own, keystore: keystore, identity: identity)
+                outcomes.append(.asked(label: label, group: shared.name.value))
+            } catch {
+                outcomes.append(.unreachable(label: label, reason: VaultError.words(for: error)))
+            }
+        }
+        try? reload()
+        return outcomes
+    }
+
+    /// Takes what the relays hold for this identity now (answers, and anything else for a
+    /// holder), and reads the recovery again.
+    public func collect() async -> HolderReport {
+        let report = await HolderMail.collect(keystore: keystore, identity: identity)
+        try? reload()
+        return report
+    }
+
+    /// Reads the recovery again (a serve's watch may have taken answers meanwhile).
+    public func reload() throws {
+        if let current = try keystore.recovery(dealer: recovery.dealer, secretID: recovery.secretID) { recovery = current }
+    }
+
+    /// The pieces released so far, and (for a requester that holds no share) the header to
+    /// check them against: the first answering holder's.
+    public func released() throws -> (files: [String], header: BundleHeader?) {
+        let asks = recovery.asks.filter { $0.state == .released && $0.piece != nil }
+        let header = try own?.header ?? asks.first.flatMap { ask in
+            try ask.prefix.map { try RecoveryDesk.header(of: recovery, prefix: $0, sender: senderCard(ask), keystore: keystore) }
+        }
+        return (asks.compactMap(\.piece), header)
+    }
+
+    /// Whether every holder asked has answered without its piece: nothing more will come.
+    public var nothingMoreWillCome: Bool {
+        !recovery.asks.isEmpty && recovery.asks.allSatisfy { [.denied, .timedOut, .refused, .failed].contains($0.state) }
+    }
+
+    /// Ends the recovery: its rows and received pieces go.
+    public func end() {
+        for path in (try? keystore.endRecovery(recovery)) ?? [] { unlink(path) }
+    }
+
+    private func senderCard(_ ask: Recovery.Ask) throws -> KeyCard {
+        guard let peer = try keystore.peers().first(where: { $0.card.agreementKey == ask.holderKey }) else {
+            throw VaultError.unknownPeer(ask.holderLabel)
+        }
+        return peer.card
+    }
+}

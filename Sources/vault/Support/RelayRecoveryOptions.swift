@@ -1,0 +1,144 @@
+import ArgumentParser
+import Foundation
+import VaultCore
+import VaultRelayProtocol
+import VaultRelayClient
+
+/// What a recovery is of: a secret this identity holds a share of, or (a new machine of the
+/// secret's owner) one it holds none of, named by its dealer and full id.
+struct RecoveryTarget {
+    let own: StoredSecret?
+    let dealer: KeyCard
+    let secretID: [UInt8]
+}
+
+/// Recovery through the relays of the user's groups, after the LAN (`vault recover`,
+/// `vault unlock`): the options, and the run that asks the holders still needed and takes
+/// their pieces.
+struct RelayRecoveryOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("For a secret you hold no share of (a new machine): its dealer, by peer label or card.", valueName: "label"))
+    var dealer: String?
+
+    @Option(help: ArgumentHelp("For a secret you hold no share of: the holders to ask, comma-separated.", valueName: "labels"))
+    var from: String?
+
+    @Option(help: ArgumentHelp("Ask through this group's relays only.", valueName: "group"))
+    var group: String?
+
+    @Flag(help: "Wait for the holders' answers through relays, showing each, instead of returning once they are asked.")
+    var wait = false
+
+    @Option(help: ArgumentHelp("How long requests through relays stay valid (e.g. 3d, 12h, 30m; at most 7d).", valueName: "duration"))
+    var ttl: String = "3d"
+
+    func validate() throws {
+        if dealer != nil && from == nil { throw ValidationError("--dealer needs --from: the holders to ask") }
+        if from != nil && dealer == nil { throw ValidationError("--from goes with --dealer, for a secret you hold no share of") }
+        guard try Duration.seconds(ttl) <= RelayPieceRequest.maximumLifetime else { throw ValidationError("--ttl is at most 7d") }
+    }
+
+    /// The secret named by `text`: one held here, or with --dealer one held by others.
+    func target(_ text: String, keystore: Keystore) throws -> RecoveryTarget {
+        guard let dealer else {
+            let own = try keystore.secret(matching: text)
+            return RecoveryTarget(own: own, dealer: own.header.dealer, secretID: own.header.secretID)
+        }
+        guard let id = [UInt8](hexID: text.lowercased()) else {
+            throw CLIError.unavailable("a secret you hold no share of is named by its whole id: 32 hex digits",
+                                       hint: "a holder's 'vault secrets show NAME' prints it")
+        }
+        let card = try (try? keystore.peer(named: dealer))?.card ?? CardOffer(text: dealer).card
+        if let held = try keystore.secrets().first(where: { $0.header.rowID == BundleHeader.rowID(dealer: card, secretID: id) }) {
+            return RecoveryTarget(own: held, dealer: card, secretID: id)
+        }
+        return RecoveryTarget(own: nil, dealer: card, secretID: id)
+    }
+
+    /// What the relays gave.
+    struct Outcome {
+        let remote: RemoteRecovery
+        let pieces: [String]
+        let header: BundleHeader?
+    }
+
+    /// Asks, through relays, each holder not asked before, takes what arrived, and, with
+    /// --wait, waits for enough pieces; otherwise, without enough, stops saying how to come
+    /// back. `lanPieces` came over the LAN already.
+    func recover(_ target: RecoveryTarget, lanPieces: Int, keystore: Keystore, identity: Identity, timeout: Int?) async throws -> Outcome {
+        let remote = try RemoteRecovery(dealer: target.dealer, secretID: target.secretID, own: target.own,
+                                        lifetime: try Duration.seconds(ttl), keystore: keystore, identity: identity)
+        show(await remote.collect())
+        let holders = try holdersToAsk(target, keystore: keystore)
+        for outcome in await remote.ask(holders, group: group) {
+            switch outcome {
+            case .asked(let label, let group): Terminal.standardError("  \(label): asked through the relays of \(group)")
+            case .before(let label, let state, let detail, let until):
+                Terminal.standardError("  \(label): " + AskWords.state(state, detail: detail, until: until) + " (asked before)")
+            case .unreachable(let label, let reason): Terminal.standardError("  \(label): not asked through relays: \(reason)")
+            }
+        }
+        let deadline = timeout.map { Date().addingTimeInterval(TimeInterval($0)) } ?? remote.recovery.expires
+        var seen = states(remote)
+        while true {
+            let (files, header) = try remote.released()
+            let needed = (header?.threshold ?? Int.max) - (target.own == nil ? 0 : 1)
+            if files.count + lanPieces >= needed { return Outcome(remote: remote, pieces: files, header: header) }
+            if remote.nothingMoreWillCome {
+                throw VaultError.tooFewPieces(have: files.count + lanPieces + (target.own == nil ? 0 : 1), need: header?.threshold ?? 0,
+                                              missing: remote.recovery.asks.filter { $0.state != .released }.map(\.holderLabel))
+            }
+            guard wait else {
+                let asked = remote.recovery.asks.filter { $0.state != .released }.map(\.holderLabel)
+                throw CLIError.pending("\(files.count) of the pieces needed came through relays so far; waiting for "
+                                       + (asked.isEmpty ? "nobody: no holder could be asked" : asked.joined(separator: ", ")),
+                                       hint: "run 'vault recover \(target.secretID.hex.prefix(16))\(target.own == nil ? " --dealer … --from …" : "")' again once they answer (or add --wait); the requests stay valid until \(DateWords.short(remote.recovery.expires))")
+            }
+            guard Date() < deadline else {
+                throw CLIError.pending("time ran out with \(files.count) pieces through relays",
+                                       hint: "run 'vault recover \(target.secretID.hex.prefix(16))' again later: the requests stay valid until \(DateWords.short(remote.recovery.expires))")
+            }
+            await RelayWait.forAnswers(keystore: keystore, identity: identity, until: deadline)
+            show(await remote.collect())
+            let now = states(remote)
+            for ask in remote.recovery.asks where now[ask.holderLabel] != seen[ask.holderLabel] {
+                Terminal.standardError("  \(ask.holderLabel): " + AskWords.state(ask.state, detail: ask.detail, until: ask.until))
+            }
+            seen = now
+        }
+    }
+
+    /// The holders to ask: every trusted holder of the own share's secret but this one, or
+    /// the --from peers.
+    private func holdersToAsk(_ target: RecoveryTarget, keystore: Keystore) throws -> [Peer] {
+        if let own = target.own {
+            return try keystore.peers().filter {
+                guard let index = own.header.index(of: $0.card.agreementKey) else { return false }
+                return index != own.header.holderIndex
+            }
+        }
+        let names = (from ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        return try names.map { try keystore.peer(named: $0) }
+    }
+
+    private func states(_ remote: RemoteRecovery) -> [String: String] {
+        Dictionary(remote.recovery.asks.map { ($0.holderLabel, "\($0.state.rawValue)\($0.detail ?? "")") }, uniquingKeysWith: { a, _ in a })
+    }
+
+    /// Problems met on the way; answers show as state changes.
+    private func show(_ report: HolderReport) {
+        for event in report.events {
+            if case .answer(.ask) = event { continue }
+            Terminal.standardError(HolderWords.line(event))
+        }
+        for problem in report.problems { Terminal.standardError("vault: warning: \(problem)") }
+    }
+}
+
+/// Waiting for answers through relays: until the relays say something arrived, or `until`.
+enum RelayWait {
+    static func forAnswers(keystore: Keystore, identity: Identity, until: Date) async {
+        let left = until.timeIntervalSinceNow
+        guard left > 0 else { return }
+        try? await Task.sleep(for: .milliseconds(Int(min(left, 2) * 1000)))
+    }
+}

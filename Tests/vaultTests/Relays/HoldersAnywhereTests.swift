@@ -1,0 +1,215 @@
+import Foundation
+import GRDB
+import Testing
+import VaultCore
+import VaultTestSupport
+
+/// Holders in other cities (issue 33): three relays on loopback, and people who trust each
+/// other and share a group on them, with no LAN path between them: nobody is given another's
+/// address, and their serves (where they run) listen on loopback without announcing.
+final class HoldersWorld {
+    let directory = TemporaryDirectory("vault-holders")
+    var relays: [BackgroundProcess] = []
+    var urls: [String] = []
+    var users: [String: User] = [:]
+    var serves: [String: BackgroundProcess] = [:]
+
+    /// `members` trust each other and are in `owner`'s group "friends" on the three relays.
+    init(_ members: [String], owner: String = "alice") throws {
+        for i in 1...3 {
+            let relay = try BackgroundProcess(VaultBinary.path, ["relay", "serve", "--listen", "127.0.0.1:0", "--sweep-interval", "3600",
+                                                                 "--store", "sqlite:" + directory.file("r\(i).db")],
+                                              environment: [:], logPath: directory.file("r\(i).log"))
+            urls.append(try relay.waitFor("listening on (http://[0-9.:]+)"))
+            relays.append(relay)
+        }
+        for label in members { try add(label) }
+        try self[owner].ok(["group", "create", "friends", "--relays", "r1,r2,r3", "--members", members.filter { $0 != owner }.joined(separator: ",")])
+        for label in members where label != owner { try self[label].ok("receive") }
+    }
+
+    deinit {
+        for serve in serves.values { _ = serve.stop(SIGKILL) }
+        for relay in relays { _ = relay.stop(SIGKILL) }
+    }
+
+    subscript(_ label: String) -> User { users[label]! }
+
+    /// A new person who trusts, and is trusted by, everyone here, and pins the relays.
+    func add(_ label: String) throws {
+        let user = try User(label).initialize(label)
+        for (other, known) in users {
+            try user.ok("peer", "add", try known.card(), "--label", other, "--yes")
+            try known.ok("peer", "add", try user.card(), "--label", label, "--yes")
+        }
+        for (i, url) in urls.enumerated() { try user.ok("relay", "add", "r\(i + 1)", url, "--yes") }
+        users[label] = user
+    }
+
+    /// Starts `label`'s serve on loopback; it watches the relays.
+    func serve(_ label: String) throws {
+        let serve = try self[label].vault.background(["serve", "--listen", "127.0.0.1", "--port", "0", "--no-mdns"],
+                                                     log: directory.file("\(label)-serve-\(UUID().uuidString).log"))
+        try serve.waitFor("agent listening on")
+        serves[label] = serve
+    }
+
+    /// The id of the request from `peer` waiting at `label`, once there is one.
+    func request(at label: String, from peer: String, timeout: Double = 20) throws -> String {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if serves[label] == nil { _ = try self[label].vault.run("receive") }
+            let listed = try self[label].ok("requests")
+            if let line = listed.split(separator: "\n").first(where: { $0.contains("'\(peer)'") }) { return String(line.prefix(8)) }
+            usleep(200_000)
+        }
+        throw Failure("no request from \(peer) at \(label)")
+    }
+
+    /// Alice shares `note` 2 of n with `holders` through the relays; each holder keeps it.
+    func share(_ note: String, with holders: [String], k: Int = 2) throws -> String {
+        let id = try self["alice"].ok(["share", "-", "--to", holders.joined(separator: ","), "-k", String(k), "--description", "boat"],
+                                      stdin: note).trimmingCharacters(in: .whitespacesAndNewlines)
+        for holder in holders {
+            try self[holder].ok("approve", try request(at: holder, from: "alice"))
+        }
+        return id
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+        init(_ description: String) { self.description = description }
+    }
+}
+
+@Suite(.serialized) struct HoldersAnywhereTests {
+    /// Sharing 2 of 3 with two holders who are not on the LAN: the bundles go through the
+    /// relays, each holder is asked before keeping its share (here without a serve, through
+    /// `vault receive` and `vault approve`), and the dealer learns where each one stands.
+    @Test func sharesToRemoteHoldersWhoAreAskedFirst() throws {
+        let w = try HoldersWorld(["alice", "bob", "carol"])
+        let shared = try w["alice"].vault.run(["share", "-", "--to", "bob,carol", "-k", "2", "--description", "boat"], stdin: Array("six".utf8))
+        #expect(shared.status == 0, "\(shared.stderr)")
+        #expect(shared.stderr.contains("bob: sent through the relays of friends (3 of 3 stored it)"), "\(shared.stderr)")
+        let id = shared.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(try w["alice"].ok("secrets", "show", id).contains("bob (index 2)  sent (relays of friends)"))
+
+        // Bob is asked: who deals, the type, the public description and K of n.
+        let received = try w["bob"].vault.run("receive")
+        #expect(received.stderr.contains("'alice' offers you share 2 of note \(id.prefix(16)) (boat), 2 of 3 needed, relays of friends"),
+                "\(received.stderr)")
+        #expect(try w["bob"].ok("secrets", "list").isEmpty, "nothing is kept before bob says yes")
+        try w["bob"].ok("approve", try w.request(at: "bob", from: "alice"))
+        #expect(try w["bob"].ok("secrets", "list").contains(String(id.prefix(16))))
+        // Carol says no.
+        try w["carol"].ok("deny", try w.request(at: "carol", from: "alice"))
+        #expect(try w["carol"].ok("secrets", "list").isEmpty)
+
+        let answers = try w["alice"].vault.run("receive")
+        #expect(answers.stderr.contains("'bob': share delivered"), "\(answers.stderr)")
+        let shown = try w["alice"].ok("secrets", "show", id)
+        #expect(shown.contains("bob (index 2)  delivered (relays of friends)"), "\(shown)")
+        #expect(shown.contains("carol (index 3)  refused (relays of friends)"), "\(shown)")
+    }
+
+    /// Recovery through relays 2 of 4: bob approves with `vault approve` from another shell
+    /// while his serve runs, carol denies, dave never answers. The first `vault recover`
+    /// returns saying who was asked; a second one, later, finishes with what arrived and asks
+    /// nobody twice.
+    @Test func recoversThroughRelaysWithConsentAcrossTwoRuns() throws {
+        let w = try HoldersWorld(["alice", "bob", "carol", "dave"])
+        let id = try w.share("the boat leaves at six", with: ["bob", "carol", "dave"], k: 3)
+        try w.serve("bob")
+        try w.serve("carol")
+
+        let first = try w["alice"].vault.run(["recover", id, "--ttl", "1h"])
+        #expect(first.status == 75, "\(first.stderr)")
+        for holder in ["bob", "carol", "dave"] {
+            #expect(first.stderr.contains("  \(holder): asked through the relays of friends"), "\(first.stderr)")
+        }
+        #expect(first.stderr.contains("run 'vault recover \(id.prefix(16))' again once they answer"), "\(first.stderr)")
+
+        // Bob's serve shows the request; he approves from another shell. Carol denies.
+        let bobs = try w.request(at: "bob", from: "alice")
+        _ = try w.serves["bob"]!.waitFor("release request \(bobs): 'alice' asks for piece 2 of note")
+        try w["bob"].ok("approve", bobs)
+        try w["carol"].ok("deny", try w.request(at: "carol", from: "alice"))
+        try w.serves["bob"]!.waitFor("answered 'alice' about its piece request \(bobs)")
+
+        // Three needed: alice's own, bob's, and one of carol (denied) or dave (silent).
+        let second = try w["alice"].vault.run(["recover", id])
+        #expect(second.status == 75, "\(second.stderr)")
+        #expect(second.stderr.contains("bob: piece received (asked before)"), "\(second.stderr)")
+        #expect(second.stderr.contains("carol: denied (asked before)"), "\(second.stderr)")
+        #expect(second.stderr.contains("dave: asked through relays, no answer yet (asked before)"), "\(second.stderr)")
+        // Nobody was asked twice.
+        #expect(try w["bob"].ok("requests").isEmpty)
+
+        // Dave answers later; the third run finishes.
+        try w["dave"].ok("approve", try w.request(at: "dave", from: "alice"))
+        let third = try w["alice"].vault.run(["recover", id])
+        #expect(third.status == 0, "\(third.stderr)")
+        #expect(third.stdout == "the boat leaves at six")
+        #expect(third.stderr.contains("piece 2 from 'bob' (through relays): verified"), "\(third.stderr)")
+        // Every step is in the holders' release logs.
+        #expect(try w["bob"].ok("secrets", "show", id).contains("alice (index 1)  approved"))
+        #expect(try w["carol"].ok("secrets", "show", id).contains("alice (index 1)  denied"))
+    }
+
+    /// With the holders' serves running and automatic release on, `recover --wait` finishes
+    /// in one run with one relay down; a relay that alters what it serves is named, and the
+    /// other relays' copies are used.
+    @Test func waitsThroughARelayDownAndAnAlteringRelay() throws {
+        let w = try HoldersWorld(["alice", "bob", "carol"])
+        let id = try w.share("wifi: hunter2", with: ["bob", "carol"])
+        for holder in ["bob", "carol"] { try w[holder].ok("secrets", "auto-release", "--for", "alice") }
+        #expect(w.relays[2].stop(SIGTERM) == 0)
+        try w.serve("bob")
+        // Relay 1 alters the last byte of every message bob stores there from now on.
+        let bob = try KeyCard(text: String(try w["bob"].card().split(separator: "#")[0]))
+        let altering = try DatabaseQueue(path: w.directory.file("r1.db"))
+        try altering.write { db in
+            try db.execute(sql: """
+                CREATE TRIGGER alter_bob AFTER INSERT ON chunks
+                WHEN (SELECT sender FROM messages WHERE row = NEW.message) = X'\(bob.signingKey.hex)'
+                BEGIN UPDATE chunks SET bytes = substr(NEW.bytes, 1, length(NEW.bytes) - 1)
+                    || CASE WHEN hex(substr(NEW.bytes, -1)) = '00' THEN X'01' ELSE X'00' END
+                    WHERE message = NEW.message AND n = NEW.n; END
+                """)
+        }
+        let recovered = try w["alice"].vault.run(["recover", id, "--wait", "--timeout", "60"])
+        #expect(recovered.status == 0, "\(recovered.stderr)")
+        #expect(recovered.stdout == "wifi: hunter2")
+        #expect(recovered.stderr.contains("relay r1: it served a damaged or forged object message"), "\(recovered.stderr)")
+        #expect(recovered.stderr.contains("bob: piece received"), "\(recovered.stderr)")
+    }
+
+    /// Alice's laptop is gone. Her new identity, trusted again by bob and carol face to
+    /// face, asks for pieces of a secret it holds no share of: each holder's prompt flags it,
+    /// it is never released automatically, and with k approvals the new machine recovers it.
+    @Test func socialRecoveryOntoANewMachine() throws {
+        let w = try HoldersWorld(["alice", "bob", "carol"])
+        let id = try w.share("passport 123", with: ["bob", "carol"])
+        // Automatic release for alice's old card does not cover her new one.
+        for holder in ["bob", "carol"] { try w[holder].ok("secrets", "auto-release", "--for", "alice") }
+        let oldCard = try w["alice"].card()
+        try w.add("alice-new")
+        // The old group's owner is gone: bob makes a new one with carol and alice-new.
+        try w["bob"].ok("group", "create", "rescue", "--relays", "r1,r2,r3", "--members", "carol,alice-new")
+        for label in ["carol", "alice-new"] { try w[label].ok("receive") }
+        let serve = try w["carol"].vault.onTerminal(["serve", "--listen", "127.0.0.1", "--port", "0", "--no-mdns"])
+        try serve.expect("agent listening on")
+
+        let recovery = try w["alice-new"].vault.background(["recover", id, "--dealer", String(oldCard.split(separator: "#")[0]), "--from", "bob,carol",
+                                                           "--wait", "--timeout", "60"], log: w.directory.file("social.log"))
+        try serve.expect("holds no share of this secret: approve only if you are sure this is its owner")
+        try serve.expect("? [y/N] ")
+        serve.send("y")
+        try w["bob"].ok("approve", try w.request(at: "bob", from: "alice-new"))
+        #expect(recovery.wait() == 0, "\(recovery.log)")
+        #expect(recovery.log.contains("recovered note \(id.prefix(16)) from pieces 2, 3"), "\(recovery.log)")
+        #expect(try w["carol"].ok("secrets", "show", id).contains("alice-new (index 0)  approved"))
+        serve.signal(SIGTERM)
+        #expect(serve.finish().status == 0)
+    }
+}
