@@ -9,8 +9,9 @@ import VaultRelayProtocol
 public struct RelayError: Error, UserFacingError {
     /// The relay's name.
     public let relay: String
-    /// The relay's stable code (`not_a_member`, …), or `unreachable`, `forged` or
-    /// `malformed` for what the client found itself.
+    /// The relay's stable code (`not_a_member`, …), or `unreachable` (no connection),
+    /// `interrupted` (a connection cut short), `forged`, `malformed` or `tls` for what the
+    /// client found itself.
     public let code: String
     /// What happened.
     public let words: String

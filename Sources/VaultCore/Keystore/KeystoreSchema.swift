@@ -243,6 +243,19 @@ enum KeystoreSchema {
                 ALTER TABLE item ADD COLUMN unopened INTEGER NOT NULL DEFAULT 0;
                 """)
         }
+        // Numbers a sender said it will not send (Docs/RELAY.md, "Gaps and resends"): no
+        // longer reported as gaps.
+        migrator.registerMigration("v12-closed-numbers") { db in
+            try db.execute(sql: """
+                CREATE TABLE message_closed (
+                    group_id BLOB NOT NULL,
+                    sender BLOB NOT NULL CHECK (length(sender) = 32),
+                    sequence INTEGER NOT NULL CHECK (sequence > 0),
+                    closed_at INTEGER NOT NULL,
+                    PRIMARY KEY (group_id, sender, sequence)
+                ) WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 

@@ -152,6 +152,14 @@ extension Relay {
 }
 
 extension Relay {
+    /// `DELETE /v1/groups/{group}/messages/{message}`: the sender takes back its own
+    /// message, such as a send that failed before enough relays stored it to be read
+    /// (Docs/RELAY.md, "Gaps and resends"). Anyone else gets 404, as for receipts.
+    func deleteMessage(group: [UInt8], id: [UInt8], caller: Caller) async throws -> Response {
+        guard try await store.delete(group: group, id: id, sender: caller.key) else { throw RelayFailure.notFound() }
+        return answer(.noContent, bytes: [], contentType: "application/octet-stream", nonce: caller.nonce)
+    }
+
     /// `GET /v1/groups/{group}/messages/{message}/receipts`: for the message's sender, how
     /// many recipients confirmed it, so it can drop the message from its outbox. Anyone
     /// else gets 404, as for a message that is not there: the relay says nothing of

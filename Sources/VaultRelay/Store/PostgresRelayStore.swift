@@ -269,6 +269,12 @@ final class PostgresRelayStore: RelayStore {
         return nil
     }
 
+    func delete(group: [UInt8], id: [UInt8], sender: [UInt8]) async throws -> Bool {
+        try await exists("""
+            DELETE FROM relay_messages WHERE group_id = \(Data(group)) AND id = \(Data(id)) AND sender = \(Data(sender)) RETURNING 1
+            """)
+    }
+
     func sweep(now: UInt64, staleBefore: UInt64) async throws -> Int {
         var deleted = 0
         for try await _ in try await client.query("""

@@ -10,7 +10,8 @@ struct Send: AsyncParsableCommand {
             The secret is encrypted and split into one share per relay: any K rebuild it, and \
             fewer reveal nothing; each relay's share of the key is sealed to every recipient. \
             It succeeds when at least S relays stored their share (default K = max(2, ⌈n/2⌉), \
-            S = K + 1 where n allows).
+            S = K), with a warning naming each relay that did not. A send that fails before K \
+            relays stored it is deleted from them and gives its numbers back.
             """)
 
     @OptionGroup var home: HomeOption
@@ -62,16 +63,29 @@ struct Send: AsyncParsableCommand {
         guard !recipients.isEmpty else { throw CLIError.invalidInput("the group has no other member to send to") }
         let n = record.relays.count
         let k = threshold ?? max(2, (n + 1) / 2)
-        let s = minRelays ?? min(n, k + 1)
+        // S = K by default: what K relays stored, the recipients read; a relay down must not
+        // fail a send they receive (a retry would then deliver it twice).
+        let s = minRelays ?? k
         guard k >= 2, k <= n else { throw ValidationError("--threshold is 2 to \(n), the group's relays") }
         guard s >= k, s <= n else { throw ValidationError("--min-relays is \(k) to \(n)") }
         let lifetime = try Duration.seconds(ttl)
         let identity = try keys.unlock(keystore)
         let content = try secretContent(type: secretType, file: file)
-        let report = try await Messenger.send(content, type: secretType, metadata: try fields.metadata(for: secretType, file: file), group: record,
+        let report: SendReport
+        do {
+            report = try await Messenger.send(content, type: secretType, metadata: try fields.metadata(for: secretType, file: file), group: record,
                                               to: recipients, threshold: k, minimumRelays: s, lifetime: lifetime,
                                               deleteWhenConfirmed: deleteWhenRead, keystore: keystore, identity: identity)
+        } catch let failure as SendFailure {
+            throw CLIError.unavailable(failure.description, hint: failure.hint)
+        }
         for refusal in report.refused { Terminal.standardError("vault: warning: \(refusal)") }
+        if !report.refused.isEmpty {
+            let missing = report.refused.map(\.relay).joined(separator: ", ")
+            let stored = report.accepted.count
+            Terminal.standardError("vault: warning: stored on \(stored) of \(n) relays, not on \(missing)"
+                                   + (stored == k ? ": the recipients need all \(stored) of those to read it" : ""))
+        }
         if let notKept = report.notKept { Terminal.standardError("vault: warning: not kept for resend requests: \(notKept)") }
         let numbered = report.sequences.map { "\($0.label) #\($0.sequence)" }.joined(separator: ", ")
         Terminal.standardError("sent \(report.messageID.hex.prefix(8)) to \(numbered): \(k) of \(n) relays rebuild it, \(report.accepted.count) stored it")
@@ -132,9 +146,19 @@ struct Receive: AsyncParsableCommand {
             for resent in report.resent {
                 Terminal.standardError("resent #\(resent.listed) to \(resent.member) in \(resent.group), as asked")
             }
+            for declined in report.declined {
+                Terminal.standardError("told \(declined.member) in \(declined.group) that #\(declined.listed) will not come "
+                                       + "(no longer kept here: expired, failed to send, or sent with other relays)")
+            }
+            for closed in report.closed {
+                Terminal.standardError("from \(closed.member) in \(closed.group), #\(closed.listed) will not come: closed by the sender "
+                                       + "(a send that failed, or a message it no longer keeps)")
+            }
             SyncRun.show(report.sync, quietWhenIdle: true)
             if !follow {
-                if report.received.isEmpty && report.resent.isEmpty && report.sync.isEmpty { Terminal.standardError("no new messages") }
+                if report.received.isEmpty && report.resent.isEmpty && report.declined.isEmpty && report.closed.isEmpty && report.sync.isEmpty {
+                    Terminal.standardError("no new messages")
+                }
                 break
             }
             pause = report.received.isEmpty ? min(60, pause * 2) : 2
