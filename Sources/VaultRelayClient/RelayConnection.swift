@@ -146,7 +146,7 @@ public struct RelayConnection: Sendable {
         var body: [UInt8] = []
         for try await buffer in response.body {
             guard body.count + buffer.readableBytes <= limit else {
-                throw RelayError(relay: relay, code: "malformed", words: "its answer is longer than \(limit) bytes")
+                throw RelayError(relay: relay, code: "malformed", words: "its answer is longer than \(ByteCount.limit(UInt64(limit))))")
             }
             body += buffer.readableBytesView
         }

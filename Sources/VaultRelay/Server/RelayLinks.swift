@@ -42,10 +42,10 @@ extension Relay {
         guard let length = request.headers[.contentLength].flatMap({ UInt64($0) }) else {
             throw RelayFailure(status: .lengthRequired, code: "length_required", words: "a link's body needs a Content-Length")
         }
-        guard length <= limit else { throw RelayFailure.tooLarge("a link is at most \(limit) bytes on this relay") }
+        guard length <= limit else { throw RelayFailure.tooLarge("a link is at most \(ByteCount.limit(limit)) on this relay") }
         guard LinkStream.isValidBlobLength(length) else { throw RelayFailure.malformed("the body is not a link's content: impossible length") }
         guard let ttl = UInt64(try header(LinkAPI.Header.ttl)), ttl >= 1, ttl <= configuration.maximumTTL else {
-            throw RelayFailure.malformed("\(LinkAPI.Header.ttl) is 1 to \(configuration.maximumTTL) seconds")
+            throw RelayFailure.malformed("this relay keeps links at most \(DurationText.text(configuration.maximumTTL)) (\(LinkAPI.Header.ttl) is 1 to \(configuration.maximumTTL) seconds)")
         }
         guard let views = Int(try header(LinkAPI.Header.views)), (1...LinkAPI.maximumViews).contains(views) else {
             throw RelayFailure.malformed("\(LinkAPI.Header.views) is 1 to \(LinkAPI.maximumViews)")

@@ -20,7 +20,7 @@ extension Relay {
         guard try await store.isMember(caller.key, of: group) else { throw RelayFailure.notAMember() }
         let limit = configuration.maximumMessage
         if let declared = request.headers[.contentLength].flatMap({ UInt64($0) }), declared > limit {
-            throw RelayFailure.tooLarge("a message share is at most \(limit) bytes on this relay")
+            throw RelayFailure.tooLarge("a message share is at most \(ByteCount.limit(limit)) on this relay")
         }
         var incoming = IncomingRelayMessage(maximumLength: IncomingMessageShare.largest)
         let hasher = SHA256Hasher()
@@ -39,7 +39,7 @@ extension Relay {
                 }
                 pending += buffer.readableBytesView
                 if row == nil, let header = incoming.envelope {
-                    guard incoming.length <= limit else { throw RelayFailure.tooLarge("a message share is at most \(limit) bytes on this relay") }
+                    guard incoming.length <= limit else { throw RelayFailure.tooLarge("a message share is at most \(ByteCount.limit(limit)) on this relay") }
                     try await check(header, group: record, id: id, caller: caller)
                     let message = NewMessage(group: group, id: id, sender: caller.key, size: incoming.length, expires: header.expiresAt,
                                              deleteWhenConfirmed: header.deleteWhenConfirmed, bodyHash: caller.bodyHash,
@@ -47,7 +47,7 @@ extension Relay {
                     do {
                         guard let stored = try await store.begin(message: message, quota: configuration.groupQuota, now: Self.now()) else {
                             throw RelayFailure(status: .init(code: 507, reasonPhrase: "Insufficient Storage"), code: "over_quota",
-                                               words: "the group has used its quota of \(configuration.groupQuota) bytes on this relay")
+                                               words: "the group has used its quota of \(ByteCount.limit(configuration.groupQuota)) on this relay")
                         }
                         row = stored
                     } catch is RelayStoreConflict {
@@ -101,7 +101,7 @@ extension Relay {
         guard header.expiresAt > now else { throw RelayFailure.malformed("the message has already expired") }
         guard header.expiresAt <= now + configuration.maximumTTL + RequestSignature.window else {
             throw RelayFailure(status: .badRequest, code: "ttl_too_long",
-                               words: "this relay keeps messages at most \(configuration.maximumTTL) seconds")
+                               words: "this relay keeps messages at most \(DurationText.text(configuration.maximumTTL))")
         }
     }
 

@@ -231,7 +231,7 @@ final class RelayWorld {
         let big = world.alice.directory.file("big.bin")
         try Data(SecureRandom().bytes(20_000)).write(to: URL(fileURLWithPath: big))
         let failed = try world.alice.failedSend(["send", big, "--group", "team"])
-        #expect(failed.contains("only 0 of the relays stored the message, and 2 must: relay r1: a message share is at most 4096 bytes on this relay"),
+        #expect(failed.contains("only 0 of the relays stored the message, and 2 must: relay r1: a message share is at most 4 KiB on this relay"),
                 "\(failed)")
         #expect(failed.contains("its numbers are free again"), "\(failed)")
         let sent = try world.alice.vault.run(["send", "--group", "team", "-"], stdin: Array("small".utf8))
@@ -345,6 +345,24 @@ final class RelayWorld {
         #expect(received.stdout == "for the team", "\(received.stderr)")
         #expect(received.stderr.contains("relay r1: it served a damaged or forged share: the message share is malformed: it belongs to another group or message"),
                 "\(received.stderr)")
+    }
+
+    /// Issue 32: limits as people read them, not in bytes and seconds: what `relay serve`
+    /// prints and takes (`--max-message 4KiB`), what `relay add` says, and a relay's refusals.
+    @Test func limitsAreInUnitsPeopleRead() throws {
+        let world = try RelayWorld(relayOptions: [1: ["--max-message", "4KiB", "--max-ttl", "12h"]])
+        #expect(world.relays[0].log.contains("limits       messages up to 12 hours and 4 KiB a share, 1 GiB a group; links up to 32 MiB, 1 GiB in all"),
+                "\(world.relays[0].log)")
+        let added = try world.bob.vault.run(["relay", "add", "again", world.urls[0], "--yes"])
+        #expect(added.stderr.contains("keeps messages up to 12 hours, shares up to 4 KiB)"), "\(added.stderr)")
+        // r1 refuses a day; the other two store it, so the send succeeds with that warning.
+        let tooLong = try world.alice.vault.run(["send", "--group", "team", "--ttl", "1d", "-"], stdin: Array("x".utf8))
+        #expect(tooLong.stderr.contains("vault: warning: relay r1: this relay keeps messages at most 12 hours\n"), "\(tooLong.stderr)")
+        let help = try world.alice.vault.run(["relay", "serve", "--help"])
+        #expect(help.stdout.contains("(default: 64 MiB)") && help.stdout.contains("(default: 32 MiB)"), "\(help.stdout)")
+        #expect(!help.stdout.contains("67108864") && !help.stdout.contains("33554432"), "\(help.stdout)")
+        let wrong = try world.alice.vault.run(["relay", "serve", "--max-message", "2GiB"])
+        #expect(wrong.status == 64 && wrong.stderr.contains("--max-message is 1 KiB to 1 GiB"), "\(wrong.stderr)")
     }
 
     func cardOf(_ url: String) throws -> String {

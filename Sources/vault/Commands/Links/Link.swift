@@ -157,7 +157,7 @@ final class LinkSink {
         if let file { return try file.write(bytes) }
         heldBytes += bytes.count
         guard heldBytes <= Self.largestNote else {
-            throw CLIError.unavailable("the content is over \(Self.largestNote) bytes, too much to hold for the terminal",
+            throw CLIError.unavailable("the content is over \(ByteCount.limit(UInt64(Self.largestNote))), too much to hold for the terminal",
                                         hint: "give -o FILE")
         }
         held.append(SecureBytes(copying: bytes.bindMemory(to: UInt8.self)))
