@@ -77,6 +77,22 @@ final class LinkWorld {
         #expect(try world.alice.ok("link", "list").contains("gone"))
     }
 
+    /// Issue 32: `link create` with several relays pinned and none chosen names them; `link
+    /// list` has a header, as the other lists do.
+    @Test func severalRelaysAreNamedAndTheListHasAHeader() throws {
+        let world = try LinkWorld()
+        try world.alice.ok("relay", "add", "backup", world.url, "--yes")
+        let which = try world.alice.fails("link", "create", stdin: "x")
+        #expect(which.contains("vault: error: 2 relays are pinned (backup, r1); say which"), "\(which)")
+        #expect(which.contains("vault: hint: give --relay NAME"), "\(which)")
+        let link = try world.create(["--relay", "r1", "--views", "3"], stdin: "listed")
+        let lines = try world.alice.ok("link", "list").split(separator: "\n")
+        try #require(lines.count == 2, "\(lines)")
+        #expect(lines[0].hasPrefix("ID ") && lines[0].contains("  RELAY  TYPE  SIZE  ") && lines[0].hasSuffix("VIEWS"), "\(lines)")
+        #expect(lines[1].hasPrefix(try LinkWorld.id(link) + "  r1 ") && lines[1].hasSuffix("3 of 3 views left"), "\(lines)")
+        #expect(try world.alice.ok("link", "list").contains("note"))
+    }
+
     @Test(arguments: [0, 1, 65535, 65536, 65537, 10_000_000])
     func aFileOfEverySizeEdgeOpensWhole(size: Int) throws {
         let world = try LinkWorld()

@@ -347,6 +347,21 @@ final class RelayWorld {
                 "\(received.stderr)")
     }
 
+    /// Issue 32: every fingerprint is the card's one spelling, the one `vault id` shows and
+    /// `relay add` asks about: in `relay list`, `relay check` and `group show` too.
+    @Test func fingerprintsHaveOneSpelling() throws {
+        let world = try RelayWorld()
+        let relayPrint = try KeyCard(text: try cardOf(world.urls[0])).fingerprint
+        let alicePrint = try KeyCard(text: try world.alice.card()).fingerprint
+        #expect(try world.alice.ok("id").contains("fingerprint  \(alicePrint)"))
+        #expect(try world.alice.ok("relay", "list").contains("r1\t\(world.urls[0])\t\(relayPrint)\n"))
+        #expect(try world.alice.ok("relay", "check", "r1").hasPrefix("r1\tok\t\(relayPrint)\tclock skew "))
+        let shown = try world.alice.ok("group", "show", "team")
+        #expect(shown.contains("relay    r1\t\(world.urls[0])\t\(relayPrint)\n"), "\(shown)")
+        #expect(shown.contains("member   alice\t\(alicePrint)\n") && shown.contains("owner    \(alicePrint)\n"), "\(shown)")
+        #expect(shown.split(separator: "\n").allSatisfy { !$0.contains(try! KeyCard(text: try! cardOf(world.urls[0])).shortFingerprint) })
+    }
+
     /// Issue 32: limits as people read them, not in bytes and seconds: what `relay serve`
     /// prints and takes (`--max-message 4KiB`), what `relay add` says, and a relay's refusals.
     @Test func limitsAreInUnitsPeopleRead() throws {
@@ -363,6 +378,27 @@ final class RelayWorld {
         #expect(!help.stdout.contains("67108864") && !help.stdout.contains("33554432"), "\(help.stdout)")
         let wrong = try world.alice.vault.run(["relay", "serve", "--max-message", "2GiB"])
         #expect(wrong.status == 64 && wrong.stderr.contains("--max-message is 1 KiB to 1 GiB"), "\(wrong.stderr)")
+    }
+
+    /// Issue 32: `vault receive` with no relay and no group says what to do, not only that
+    /// nothing came; once relays are pinned and peers trusted, the hint names them.
+    @Test func receiveInNoGroupSaysHowToStart() throws {
+        let carol = User("carol")
+        try carol.initialize("carol")
+        let alone = try carol.vault.run(["receive"])
+        #expect(alone.status == 0, "\(alone.stderr)")
+        #expect(alone.stderr == "no new messages\nvault: hint: you pin no relay and are in no group: pin one with 'vault relay add NAME URL', "
+                + "then create a group ('vault group create NAME --relays R1,R2 --members LABEL') or ask a group's owner to add you\n",
+                "\(alone.stderr)")
+        let world = try RelayWorld()
+        try carol.ok("peer", "add", try world.alice.card(), "--label", "alice", "--yes")
+        for (i, url) in world.urls.prefix(2).enumerated() { try carol.ok("relay", "add", "r\(i + 1)", url, "--yes") }
+        let pinned = try carol.vault.run(["receive"])
+        #expect(pinned.stderr.hasSuffix("vault: hint: you are in no group: create one with "
+                                        + "'vault group create NAME --relays r1,r2 --members alice' or ask a group's owner to add you\n"),
+                "\(pinned.stderr)")
+        // In a group: no hint.
+        #expect(!(try world.bob.vault.run(["receive"]).stderr.contains("hint")))
     }
 
     func cardOf(_ url: String) throws -> String {

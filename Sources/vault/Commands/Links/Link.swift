@@ -63,7 +63,8 @@ struct LinkCreate: AsyncParsableCommand {
         } else {
             let all = try keystore.pinnedRelays()
             guard all.count == 1, let only = all.first else {
-                throw CLIError.unavailable(all.isEmpty ? "no relay is pinned" : "\(all.count) relays are pinned; say which",
+                let names = all.map(\.label.value).joined(separator: ", ")
+                throw CLIError.unavailable(all.isEmpty ? "no relay is pinned" : "\(all.count) relays are pinned (\(names)); say which",
                                             hint: all.isEmpty ? "pin one with: vault relay add NAME URL" : "give --relay NAME")
             }
             pinned = only
@@ -184,9 +185,12 @@ struct LinkList: AsyncParsableCommand {
     func run() async throws {
         let keystore = try home.openKeystore()
         let links = try keystore.keptLinks(now: UInt64(Date().timeIntervalSince1970))
-        if links.isEmpty { Terminal.standardError("no links") }
+        guard !links.isEmpty else {
+            Terminal.standardError("no links; 'vault link create' makes one")
+            return
+        }
+        var rows = [["ID", "RELAY", "TYPE", "SIZE", "EXPIRES", "VIEWS"]]
         for link in links {
-            let id = Base64URL.encode(link.id)
             var left: String
             do {
                 if let info = try await LinkClient.info(base: link.relayURL, id: link.id, token: link.deleteToken) {
@@ -198,7 +202,12 @@ struct LinkList: AsyncParsableCommand {
             } catch {
                 left = "unknown: \(Report.words(for: error))"
             }
-            print("\(id)\t\(link.relayLabel)\t\(link.kind)\t\(link.size) B\t\(left)\tuntil \(Self.date(link.expiresAt))")
+            rows.append([Base64URL.encode(link.id), link.relayLabel, link.kind, ByteCount.text(link.size), Self.date(link.expiresAt), left])
+        }
+        // Columns as the other lists have them; the last (words of any length) is not padded.
+        let widths = (0..<rows[0].count - 1).map { column in rows.map { $0[column].count }.max()! }
+        for row in rows {
+            print(zip(row, widths).map { $0 + String(repeating: " ", count: $1 - $0.count) + "  " }.joined() + row[row.count - 1])
         }
     }
 

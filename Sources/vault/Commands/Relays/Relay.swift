@@ -168,7 +168,7 @@ struct RelayList: ParsableCommand {
         let relays = try home.openKeystore().pinnedRelays()
         if relays.isEmpty { Terminal.standardError("no relays pinned: 'vault relay add NAME URL' pins one") }
         for relay in relays {
-            print("\(relay.label)\t\(relay.url)\t\(relay.card.shortFingerprint)")
+            print("\(relay.label)\t\(relay.url)\t\(relay.card.fingerprint)")
         }
     }
 }
@@ -208,7 +208,7 @@ struct RelayCheck: AsyncParsableCommand {
                                      words: "it shows another card than the pinned one (fingerprint \(card.fingerprint))")
                 }
                 let skew = Int64(bitPattern: info.time &- UInt64(Date().timeIntervalSince1970))
-                print("\(relay.label)\tok\t\(relay.card.shortFingerprint)\tclock skew \(skew) s")
+                print("\(relay.label)\tok\t\(relay.card.fingerprint)\tclock skew \(skew) s")
             } catch {
                 failed += 1
                 print("\(relay.label)\tfailed\t\(Report.words(for: error))")

@@ -159,11 +159,38 @@ struct Receive: AsyncParsableCommand {
                 if report.received.isEmpty && report.resent.isEmpty && report.declined.isEmpty && report.closed.isEmpty && report.sync.isEmpty {
                     Terminal.standardError("no new messages")
                 }
+                if let hint = try Self.setUpHint(keystore) { Terminal.standardError("vault: hint: \(hint)") }
                 break
             }
             pause = report.received.isEmpty ? min(60, pause * 2) : 2
             try await Task.sleep(for: .seconds(pause))
         } while true
+    }
+}
+
+extension Receive {
+    /// What to do when this identity is in no group, so that receiving can find nothing:
+    /// pin relays, then create a group or be added to one. Names the relays and peers it has.
+    static func setUpHint(_ keystore: Keystore) throws -> String? {
+        guard try keystore.groups().isEmpty else { return nil }
+        let relays = try keystore.pinnedRelays().map(\.label.value)
+        let peers = try keystore.peers().map(\.label.value)
+        func list(_ names: [String]) -> String {
+            let joined = names.joined(separator: ",")
+            return joined.contains(" ") ? "'\(joined)'" : joined
+        }
+        let members = peers.isEmpty ? "LABEL" : list(peers)
+        let ask = "or ask a group's owner to add you"
+        switch relays.count {
+        case 0:
+            return "you pin no relay and are in no group: pin one with 'vault relay add NAME URL', then create a group "
+                + "('vault group create NAME --relays R1,R2 --members \(members)') \(ask)"
+        case 1:
+            return "you are in no group: a group needs 2 relays or more; pin another with 'vault relay add NAME URL', then "
+                + "create one ('vault group create NAME --relays \(list(relays)),R2 --members \(members)') \(ask)"
+        default:
+            return "you are in no group: create one with 'vault group create NAME --relays \(list(relays)) --members \(members)' \(ask)"
+        }
     }
 }
 
