@@ -95,11 +95,14 @@ extension Relay {
         return answer(json: LinkAPI.Created(id: Base64URL.encode(id), expires: link.expires), status: .created, nonce: nonce)
     }
 
-    /// `GET /links/ID/status`: whether the link is there and needs a password. Never
-    /// consumes a view, and says nothing else (not its size, views or expiry).
+    /// `GET /links/ID/status`: whether the link is there and needs a password, its views
+    /// left and its expiry, which the page shows before Reveal. Never consumes a view, and
+    /// says nothing else (not its size). Whoever holds the id learns these two numbers,
+    /// as its reader needs to before deciding to spend a view (Docs/LINKS.md, "Threat model").
     func linkStatus(id: [UInt8], nonce: [UInt8]?) async throws -> Response {
         guard let link = try await store.link(id: id, now: Self.now()) else { throw RelayFailure.gone() }
-        return answer(json: LinkAPI.Status(password: link.iterations > 0, iterations: link.iterations > 0 ? link.iterations : nil), nonce: nonce)
+        return answer(json: LinkAPI.Status(password: link.iterations > 0, iterations: link.iterations > 0 ? link.iterations : nil,
+                                           views: link.views, expires: link.expires), nonce: nonce)
     }
 
     /// `POST /links/ID/claim`: one view, for the claim secret. A wrong secret costs no view
