@@ -77,6 +77,41 @@ final class LinkWorld {
         #expect(try world.alice.ok("link", "list").contains("gone"))
     }
 
+    /// Issue 32 (L2): the link, key included, need not be on the command line, which any
+    /// local user reads in /proc/PID/cmdline. Typed on the terminal (not echoed), it is not
+    /// in vault's command line while vault waits at the password prompt; from standard input
+    /// (`-`) it opens too. With neither, vault says how to give it.
+    @Test func theLinkStaysOffTheCommandLine() throws {
+        let world = try LinkWorld()
+        let password = try world.alice.directory.write("pw", Array("correct horse\n".utf8))
+        let link = try world.create(["--views", "2", "--password-file", password], stdin: "behind a password")
+        let key = String(link[link.index(after: link.firstIndex(of: "#")!)...])
+        let id = try LinkWorld.id(link)
+
+        let session = try world.reader.vault.interactive("link", "open")
+        try session.expect("Link (not shown as you type or paste it): ")
+        session.send(link)
+        try session.expect("Password for the link: ")
+        let commandLine = try Data(contentsOf: URL(fileURLWithPath: "/proc/\(session.processID)/cmdline"))
+        let arguments = String(decoding: commandLine, as: UTF8.self).split(separator: "\0").map(String.init)
+        #expect(arguments.count == 3 && arguments.dropFirst().elementsEqual(["link", "open"]), "\(arguments)")
+        #expect(!arguments.contains { $0.contains(key) || $0.contains(id) }, "\(arguments)")
+        #expect(!session.transcript.contains(key), "the key was echoed: \(session.transcript)")
+        session.send("correct horse")
+        let opened = session.finish()
+        #expect(opened.status == 0, "\(opened.stderr)")
+        #expect(opened.stdout == "behind a password" && opened.stderr.contains("1 view left"), "\(opened.stderr)")
+
+        let piped = try world.reader.vault.run(["link", "open", "-", "--password-file", password], stdin: Array((link + "\n").utf8))
+        #expect(piped.status == 0 && piped.stdout == "behind a password", "\(piped.stderr)")
+        #expect(piped.stderr.contains("that was the last view"), "\(piped.stderr)")
+
+        let nothing = try world.reader.fails("link", "open")
+        #expect(nothing.contains("vault: error: no link given, and no terminal to ask for it on"), "\(nothing)")
+        #expect(nothing.contains("vault: hint: give it on standard input: vault link open - < FILE"), "\(nothing)")
+        #expect(try world.reader.fails("link", "open", "-").contains("standard input holds no link"))
+    }
+
     /// Issue 32: `link create` with several relays pinned and none chosen names them; `link
     /// list` has a header, as the other lists do.
     @Test func severalRelaysAreNamedAndTheListHasAHeader() throws {

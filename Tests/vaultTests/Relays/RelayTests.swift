@@ -122,6 +122,32 @@ final class RelayWorld {
         #expect(key.stdout.count == 65 && key.stdout.dropLast().allSatisfy(\.isHexDigit) && key.stdout.last == "\n", "\(key.stdout)")
     }
 
+    /// Issue 32 (L2): a secret's encrypted fields need not be on the command line (every
+    /// local user reads it): `--fields FILE|-` takes them as `field: value` lines, which
+    /// arrive as the options would have sent them. Standard input cannot carry both the
+    /// fields and the content; a line that is not a field is named.
+    @Test func fieldsComeFromAFileOrStandardInput() throws {
+        let world = try RelayWorld()
+        let fields = try world.alice.directory.write("fields", Array("# the login\nusername: ana\nurl: https://example.org\n".utf8))
+        let secret = try world.alice.directory.write("secret", Array("hunter2\n".utf8))
+        try world.alice.ok("send", secret, "--group", "team", "--type", "password", "--fields", fields)
+        let password = try world.bob.vault.run(["receive"])
+        #expect(password.stdout == "hunter2\n", "\(password.stderr)")
+        #expect(password.stderr.contains("username: ana\n") && password.stderr.contains("url: https://example.org\n"), "\(password.stderr)")
+
+        try world.alice.ok("send", "--group", "team", "--type", "contact", "--fields", "-",
+                           stdin: "name: Ana Lima\nphone: +351 1\nphone: +351 2\nemail: ana@example.org\naddress: Rua 1, Lisboa\n")
+        let contact = try world.bob.vault.run(["receive"])
+        #expect(contact.stdout == "name: Ana Lima\nphone: +351 1\nphone: +351 2\nemail: ana@example.org\naddress: Rua 1, Lisboa\n",
+                "\(contact.stderr)")
+
+        let both = try world.alice.fails("send", "-", "--group", "team", "--type", "password", "--fields", "-", stdin: "x", status: 64)
+        #expect(both.contains("--fields - and the content cannot both come from standard input"), "\(both)")
+        let bad = try world.alice.directory.write("bad", Array("username: ana\nfavourite colour: blue\n".utf8))
+        let refused = try world.alice.fails("send", secret, "--group", "team", "--type", "password", "--fields", bad)
+        #expect(refused.contains("line 2: 'favourite colour' is not a field (username, url, name, phone, email, address)"), "\(refused)")
+    }
+
     @Test func aRelayThatAltersAShareIsNamedAndTheOthersSuffice() throws {
         let world = try RelayWorld()
         let file = world.alice.directory.file("plan.bin")
