@@ -40,6 +40,30 @@ enum ConnectionFailure {
         }
     }
 
+    /// Whether `error` came before any request could reach the relay: no connection (refused,
+    /// unreachable, timed out, no such host) or no TLS session. The relay then holds
+    /// nothing of the request; after a connection, a request cut short may have been
+    /// taken whole.
+    static func neverConnected(_ error: any Error) -> Bool {
+        switch error {
+        case let error as IOError:
+            return [ECONNREFUSED, EHOSTUNREACH, ENETUNREACH].contains(error.errnoCode)
+        case is NIOConnectionError, is NIOSSLExtraError:
+            return true
+        case let error as NIOSSLError:
+            // A failed handshake sent no request; other TLS errors (an unclean shutdown)
+            // may come after one.
+            if case .handshakeFailed = error { return true }
+            return false
+        case let error as HTTPClientError:
+            return error == .connectTimeout || error == .tlsHandshakeTimeout
+        case ChannelError.connectTimeout:
+            return true
+        default:
+            return false
+        }
+    }
+
     private static func reason(errno code: Int32) -> String {
         switch code {
         case ECONNREFUSED: return "the connection was refused (is it running?)"

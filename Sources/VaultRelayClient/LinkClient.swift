@@ -101,7 +101,7 @@ public enum LinkClient {
             throw failure(link, status: status, body: body)
         }
         guard let length = response.headers.first(name: "Content-Length").flatMap({ UInt64($0) }), length <= largestBlob else {
-            throw RelayError(relay: link.base, code: "malformed", words: "its answer has no length, or is over \(largestBlob) bytes")
+            throw RelayError(relay: link.base, code: "malformed", words: "its answer has no length, or is over \(ByteCount.limit(largestBlob))")
         }
         let left = response.headers.first(name: LinkAPI.Header.viewsLeft).flatMap { Int($0) } ?? 0
         let opener = try LinkOpener(key: keys.content, blobLength: length, metaReady: metaReady, content: content)

@@ -65,6 +65,11 @@ public struct ReceiveReport: Sendable {
     public var asked: [Numbers] = []
     /// Messages this run stored again on the relays, at a member's request.
     public var resent: [Numbers] = []
+    /// Numbers a member asked for that this identity no longer keeps (or never sent, as a
+    /// send that failed): this run told the member they will not come.
+    public var declined: [Numbers] = []
+    /// Gaps their senders closed: those numbers will not come, and are no longer reported.
+    public var closed: [Numbers] = []
     /// Item changes of synced keys (object sync).
     public var sync = SyncReport()
     /// What holders of secrets said to each other (share offers, piece requests, answers).
@@ -106,6 +111,12 @@ public enum Messenger {
     /// Encrypts `content`, splits it into one share a relay of `group`, and stores each on
     /// its relay. Succeeds when at least `minimumRelays` relays stored their share; the
     /// shares are then kept in the relay outbox, to answer resend requests.
+    ///
+    /// A send that fails before any recipient could read it (fewer than k relays stored it,
+    /// or it failed here before any upload) leaves no gap in the recipients' numbering when
+    /// it can: the relays that may hold part of it are asked to delete it, and once none
+    /// holds any, its numbers are given back (``SendFailure/returned``). Otherwise they stay
+    /// used, and a recipient that asks for them is told they will not come.
     public static func send(
         _ content: some ByteSource, type: SecretType, metadata: SecretMetadata, group: GroupRecord, to recipients: [GroupRecord.Member],
         threshold: Int, minimumRelays: Int, lifetime: UInt64, deleteWhenConfirmed: Bool, keystore: Keystore, identity: Identity
@@ -115,22 +126,59 @@ public enum Messenger {
             throw VaultError.invalidThreshold(k: threshold, n: n)
         }
         let sequences = try keystore.nextSequences(group: group.id, recipients: recipients.map(\.card))
-        let request = MessageRequest(groupID: group.id, type: type, metadata: metadata, threshold: threshold,
-                                     recipients: zip(recipients, sequences).map { MessageRecipient(card: $0.card, sequence: $1) },
+        let numbered = zip(recipients, sequences).map { MessageRecipient(card: $0.card, sequence: $1) }
+        let request = MessageRequest(groupID: group.id, type: type, metadata: metadata, threshold: threshold, recipients: numbered,
                                      lifetime: lifetime, deleteWhenConfirmed: deleteWhenConfirmed)
-        return try await dealt(request, content: content, group: group, keystore: keystore, identity: identity) { header, paths in
-            let (accepted, refused) = await store(paths, message: header.messageID, in: group, identity: identity)
-            var report = SendReport(messageID: header.messageID, accepted: accepted, refused: refused,
-                                    sequences: zip(recipients, sequences).map { ($0.label, $1) }, notKept: nil)
-            guard accepted.count >= minimumRelays else { throw SendFailure(report: report, minimumRelays: minimumRelays, threshold: threshold) }
-            // A failed send is not kept: its sender was told it failed and may send it
-            // again, so answering a resend request with it could deliver it twice.
-            do {
-                try RelayOutbox(home: keystore.home).keep(paths, header: header, keystore: keystore)
-            } catch {
-                report.notKept = VaultError.words(for: error)
+        do {
+            return try await dealt(request, content: content, group: group, keystore: keystore, identity: identity) { header, paths in
+                let stored = await store(paths, message: header.messageID, in: group, identity: identity)
+                var report = SendReport(messageID: header.messageID, accepted: stored.accepted, refused: stored.refused,
+                                        sequences: zip(recipients, sequences).map { ($0.label, $1) }, notKept: nil)
+                guard stored.accepted.count >= minimumRelays else {
+                    var failure = SendFailure(report: report, minimumRelays: minimumRelays, threshold: threshold)
+                    // Fewer than k: nobody can read it. Taken back from every relay that may
+                    // hold part of it, its numbers are free again.
+                    if stored.accepted.count < threshold,
+                       await withdraw(header.messageID, from: stored.mayHold, in: group, identity: identity) {
+                        failure.returned = (try? keystore.giveBack(group: group.id, recipients: numbered)) ?? []
+                    }
+                    failure.kept = zip(recipients, sequences).filter { member, _ in !failure.returned.contains { $0.card == member.card } }
+                        .map { ($0.label, $1) }
+                    throw failure
+                }
+                // A failed send is not kept: its sender was told it failed and may send it
+                // again, so answering a resend request with it could deliver it twice.
+                do {
+                    try RelayOutbox(home: keystore.home).keep(paths, header: header, keystore: keystore)
+                } catch {
+                    report.notKept = VaultError.words(for: error)
+                }
+                return report
             }
-            return report
+        } catch let failure as SendFailure {
+            throw failure
+        } catch {
+            // It failed here, before any upload (reading the content, the spool): no relay
+            // has anything of it.
+            _ = try? keystore.giveBack(group: group.id, recipients: numbered)
+            throw error
+        }
+    }
+
+    /// Asks each relay at `indices` to delete the message; true when every one of them
+    /// answered that it holds none of it now (deleted, or never had it).
+    static func withdraw(_ id: [UInt8], from indices: [Int], in group: GroupRecord, identity: Identity) async -> Bool {
+        await withTaskGroup(of: Bool.self) { tasks in
+            for j in indices {
+                tasks.addTask {
+                    let connection = RelayConnection(group.relays[j], identity: identity)
+                    guard let (status, _) = try? await connection.send(.DELETE, "/v1/groups/\(group.idHex)/messages/\(id.hex)") else { return false }
+                    return status == 204 || status == 404
+                }
+            }
+            var gone = true
+            for await answer in tasks { gone = gone && answer }
+            return gone
         }
     }
 
@@ -146,14 +194,28 @@ public enum Messenger {
         return try await body(headers[0], outputs.map(\.path))
     }
 
+    /// What uploading a message to a group's relays did.
+    struct Stored {
+        /// The relays that stored it, by name.
+        let accepted: [String]
+        /// The others, and why.
+        let refused: [RelayError]
+        /// The relays (by position) that may hold some of it: those that stored it, and
+        /// those whose upload ended without their word (cut short, or an answer that is not
+        /// theirs). A relay that refused in a signed answer, or could not be reached at
+        /// all, holds nothing.
+        let mayHold: [Int]
+    }
+
     /// Stores the share files at `paths` (one a relay, in the group's order) on their
     /// relays, all at once. A relay that has the message already (a resend, or a retried
     /// send) counts as having stored it.
     /// `digest` is the length and SHA-256 of a file every relay gets (an object message),
     /// when the caller has them.
     static func store(_ paths: [String], message id: [UInt8], in group: GroupRecord, identity: Identity,
-                      digest: (UInt64, [UInt8])? = nil) async -> (accepted: [String], refused: [RelayError]) {
-        let results = await withTaskGroup(of: (Int, RelayError?).self) { tasks in
+                      digest: (UInt64, [UInt8])? = nil) async -> Stored {
+        // Per relay: its refusal (nil: stored), and whether it may hold some of it anyway.
+        let results = await withTaskGroup(of: (Int, RelayError?, Bool).self) { tasks in
             for (j, relay) in group.relays.enumerated() where j < paths.count {
                 tasks.addTask {
                     let connection = RelayConnection(relay, identity: identity)
@@ -161,20 +223,25 @@ public enum Messenger {
                         let (length, hash) = try digest ?? Spool.hash(paths[j])
                         let (status, body) = try await connection.upload(paths[j], to: "/v1/groups/\(group.idHex)/messages/\(id.hex)",
                                                                          length: length, bodyHash: hash)
-                        guard status == 201 || status == 409 else { return (j, RelayConnection.failure(relay: relay.name.value, status: status, body: body)) }
-                        return (j, nil)
+                        // A signed refusal: a share refused part way leaves nothing behind.
+                        guard status == 201 || status == 409 else {
+                            return (j, RelayConnection.failure(relay: relay.name.value, status: status, body: body), false)
+                        }
+                        return (j, nil, true)
                     } catch let error as RelayError {
-                        return (j, error)
+                        return (j, error, error.code != "unreachable" && error.code != "tls")
                     } catch {
-                        return (j, RelayError(relay: relay.name.value, code: "unreachable", words: VaultError.words(for: error)))
+                        // Cut short after the relay answered: it may have kept the share.
+                        return (j, RelayError(relay: relay.name.value, code: "interrupted", words: VaultError.words(for: error)), true)
                     }
                 }
             }
-            var results: [(Int, RelayError?)] = []
+            var results: [(Int, RelayError?, Bool)] = []
             for await result in tasks { results.append(result) }
             return results.sorted { $0.0 < $1.0 }
         }
-        return (results.filter { $0.1 == nil }.map { group.relays[$0.0].name.value }, results.compactMap(\.1))
+        return Stored(accepted: results.filter { $0.1 == nil }.map { group.relays[$0.0].name.value }, refused: results.compactMap(\.1),
+                      mayHold: results.filter(\.2).map(\.0))
     }
 
     /// Fetches new group records and every waiting message from the relays, checks each
@@ -259,10 +326,14 @@ public enum Messenger {
                 }
                 let sequence = header.recipients.first { $0.card == identity.card }?.sequence ?? 0
                 do {
-                    if header.kind == .resendRequest {
-                        let numbers = try resendRequest(in: shares)
+                    if header.kind.isNumberingNotice {
+                        let numbers = try numbers(in: shares, kind: header.kind)
                         if try keystore.recordReceived(message: header, sequence: 0) {
-                            await answer(numbers, from: sender, in: group, keystore: keystore, identity: identity, report: &report)
+                            if header.kind == .resendRequest {
+                                await answer(numbers, from: sender, in: group, keystore: keystore, identity: identity, report: &report)
+                            } else {
+                                try closed(numbers, by: sender, in: group, keystore: keystore, report: &report)
+                            }
                         }
                         await confirm(id, in: group, on: relays.map { connections[$0] })
                         continue
@@ -295,7 +366,8 @@ public enum Messenger {
                 let missing = try keystore.missingSequences(group: group.id, sender: member.card.signingKey)
                 guard !missing.isEmpty else { continue }
                 report.gaps.append(.init(group: group.name, member: member.label, sequences: missing))
-                let ask = try keystore.newResendRequests(group: group.id, sender: member.card.signingKey, sequences: missing)
+                let ask = try keystore.newResendRequests(group: group.id, sender: member.card.signingKey, sequences: missing,
+                                                         now: UInt64(Date().timeIntervalSince1970), again: requestLifetime)
                 if !ask.isEmpty { await requestResend(ask, from: member, in: group, keystore: keystore, identity: identity, report: &report) }
             }
         }

@@ -217,9 +217,9 @@ public enum ObjectSync {
         defer { unlink(path) }
         // One file for every relay: hashed once, not once a relay.
         let digest = try Spool.hash(path)
-        let (accepted, _) = await Messenger.store(Array(repeating: path, count: group.relays.count), message: header.messageID,
-                                                  in: group, identity: identity, digest: digest)
-        return accepted.count
+        let stored = await Messenger.store(Array(repeating: path, count: group.relays.count), message: header.messageID,
+                                           in: group, identity: identity, digest: digest)
+        return stored.accepted.count
     }
 
     private static func group(of settings: SyncSettings, keystore: Keystore) throws -> GroupRecord {

@@ -9,8 +9,9 @@ import VaultRelayProtocol
 public struct RelayError: Error, UserFacingError {
     /// The relay's name.
     public let relay: String
-    /// The relay's stable code (`not_a_member`, …), or `unreachable`, `forged` or
-    /// `malformed` for what the client found itself.
+    /// The relay's stable code (`not_a_member`, …), or `unreachable` (no connection),
+    /// `interrupted` (a connection cut short), `forged`, `malformed` or `tls` for what the
+    /// client found itself.
     public let code: String
     /// What happened.
     public let words: String
@@ -145,7 +146,7 @@ public struct RelayConnection: Sendable {
         var body: [UInt8] = []
         for try await buffer in response.body {
             guard body.count + buffer.readableBytes <= limit else {
-                throw RelayError(relay: relay, code: "malformed", words: "its answer is longer than \(limit) bytes")
+                throw RelayError(relay: relay, code: "malformed", words: "its answer is longer than \(ByteCount.limit(UInt64(limit))))")
             }
             body += buffer.readableBytesView
         }

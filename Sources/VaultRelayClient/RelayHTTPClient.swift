@@ -55,7 +55,9 @@ enum RelayHTTPClient {
         do {
             return try await client.execute(request, timeout: deadline)
         } catch {
-            throw RelayError(relay: relay, code: "unreachable", words: "cannot reach it: \(ConnectionFailure.words(for: error))")
+            // "interrupted": connected, then cut short; the relay may have taken the request.
+            throw RelayError(relay: relay, code: ConnectionFailure.neverConnected(error) ? "unreachable" : "interrupted",
+                             words: "cannot reach it: \(ConnectionFailure.words(for: error))")
         }
     }
 

@@ -10,11 +10,16 @@ import VaultRelayProtocol
 /// read), sealed to the one member it asks, outside the numbering (sequence 0): relays see
 /// that a request was made, never which numbers it names. Its content is the missing
 /// numbers, each 8 bytes big-endian, at most ``maximumNumbers``.
+///
+/// Numbers the member cannot resend (a send that failed, or a message it no longer keeps)
+/// it closes: a message of kind `closedNumbers`, made alike, tells the requester that they
+/// will not come, and the requester stops reporting them as gaps.
 extension Messenger {
     /// The most numbers one request names.
     static let maximumNumbers = 1000
     /// How long the relays keep a request: a day, as a member that has not received in a
-    /// day will find the gap again and, having asked, hear of it in its own report.
+    /// day will find the gap again and, having asked, hear of it in its own report. A gap
+    /// still open a day after it was asked for is asked for again.
     static let requestLifetime: UInt64 = 86_400
 
     /// Sends one request to `member` for `sequences`. When it cannot be sent, the numbers
@@ -22,20 +27,8 @@ extension Messenger {
     static func requestResend(_ sequences: [UInt64], from member: GroupRecord.Member, in group: GroupRecord, keystore: Keystore,
                               identity: Identity, report: inout ReceiveReport) async {
         let numbers = Array(sequences.prefix(maximumNumbers))
-        var body: [UInt8] = []
-        for number in numbers { withUnsafeBytes(of: number.bigEndian) { body += $0 } }
-        let n = group.relays.count
-        let k = max(2, (n + 1) / 2)
-        let request = MessageRequest(groupID: group.id, kind: .resendRequest, type: .note, threshold: k,
-                                     recipients: [MessageRecipient(card: member.card, sequence: 0)],
-                                     lifetime: requestLifetime, deleteWhenConfirmed: true)
         do {
-            try await dealt(request, content: BytesSource(body), group: group, keystore: keystore, identity: identity) { header, paths in
-                let (accepted, refused) = await store(paths, message: header.messageID, in: group, identity: identity)
-                guard accepted.count >= k else {
-                    throw VaultError.invalidSecret("only \(accepted.count) relays stored it: " + refused.map(\.description).joined(separator: "; "))
-                }
-            }
+            try await sendNotice(.resendRequest, numbers, to: member, in: group, keystore: keystore, identity: identity)
             report.asked.append(.init(group: group.name, member: member.label, sequences: numbers))
         } catch {
             try? keystore.withdrawResendRequests(group: group.id, sender: member.card.signingKey, sequences: numbers)
@@ -43,29 +36,58 @@ extension Messenger {
         }
     }
 
-    /// The numbers a checked request names, read from its content (at most
-    /// ``maximumNumbers``, each a nonzero 8-byte big-endian number).
-    static func resendRequest(in shares: [ReceivedShare]) throws -> [UInt64] {
+    /// Sends `numbers` (at most ``maximumNumbers``) to `member` alone, as a message of
+    /// `kind` (a resend request, or closed numbers): with k = max(2, ⌈n/2⌉), kept a day,
+    /// deleted once confirmed. Fails unless k relays stored it.
+    private static func sendNotice(_ kind: MessageHeader.Kind, _ numbers: [UInt64], to member: GroupRecord.Member, in group: GroupRecord,
+                                   keystore: Keystore, identity: Identity) async throws {
+        var body: [UInt8] = []
+        for number in numbers { withUnsafeBytes(of: number.bigEndian) { body += $0 } }
+        let n = group.relays.count
+        let k = max(2, (n + 1) / 2)
+        let request = MessageRequest(groupID: group.id, kind: kind, type: .note, threshold: k,
+                                     recipients: [MessageRecipient(card: member.card, sequence: 0)],
+                                     lifetime: requestLifetime, deleteWhenConfirmed: true)
+        try await dealt(request, content: BytesSource(body), group: group, keystore: keystore, identity: identity) { header, paths in
+            let stored = await store(paths, message: header.messageID, in: group, identity: identity)
+            guard stored.accepted.count >= k else {
+                throw VaultError.invalidSecret("only \(stored.accepted.count) relays stored it: " + stored.refused.map(\.description).joined(separator: "; "))
+            }
+        }
+    }
+
+    /// The numbers a checked resend request or closed-numbers message names, read from its
+    /// content (at most ``maximumNumbers``, each a nonzero 8-byte big-endian number).
+    static func numbers(in shares: [ReceivedShare], kind: MessageHeader.Kind) throws -> [UInt64] {
+        let what = kind == .resendRequest ? "the resend request" : "the message of closed numbers"
         var bytes: [UInt8] = []
         _ = try MessageOpening.open(shares) { chunk in
             guard bytes.count + chunk.count <= 8 * maximumNumbers else {
-                throw VaultError.malformed(what: "the resend request", detail: "it names more than \(maximumNumbers) numbers")
+                throw VaultError.malformed(what: what, detail: "it names more than \(maximumNumbers) numbers")
             }
             bytes += chunk
         }
         guard !bytes.isEmpty, bytes.count % 8 == 0 else {
-            throw VaultError.malformed(what: "the resend request", detail: "its content is not a list of 8-byte numbers")
+            throw VaultError.malformed(what: what, detail: "its content is not a list of 8-byte numbers")
         }
         let numbers = stride(from: 0, to: bytes.count, by: 8).map { start in
             bytes[start..<start + 8].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
         }
-        guard !numbers.contains(0) else { throw VaultError.malformed(what: "the resend request", detail: "it names number 0") }
+        guard !numbers.contains(0) else { throw VaultError.malformed(what: what, detail: "it names number 0") }
         return numbers
+    }
+
+    /// Takes `member`'s closed numbers: those that never arrived stop being gaps, and are
+    /// reported once.
+    static func closed(_ numbers: [UInt64], by member: GroupRecord.Member, in group: GroupRecord, keystore: Keystore,
+                       report: inout ReceiveReport) throws {
+        let closed = try keystore.closeNumbers(group: group.id, sender: member.card.signingKey, sequences: numbers)
+        if !closed.isEmpty { report.closed.append(.init(group: group.name, member: member.label, sequences: closed)) }
     }
 
     /// Answers `member`'s request: each number still in the outbox is stored again on the
     /// group's relays (the same shares, so the same id: a recipient that has it meanwhile
-    /// ignores it); a number no longer kept is reported.
+    /// ignores it); the numbers no longer kept are closed, in one message to the member.
     static func answer(_ numbers: [UInt64], from member: GroupRecord.Member, in group: GroupRecord, keystore: Keystore, identity: Identity,
                        report: inout ReceiveReport) async {
         let outbox: RelayOutbox
@@ -88,20 +110,33 @@ extension Messenger {
                 continue
             }
             let paths = (1...kept.shares).map { outbox.path(of: kept.id, index: $0) }
-            let (accepted, refused) = await store(paths, message: kept.id, in: group, identity: identity)
+            let stored = await store(paths, message: kept.id, in: group, identity: identity)
             // Resent only if the member can rebuild it: fewer than k shares on the relays
             // would leave the gap open while the member is told it was filled.
-            if accepted.count < header.threshold {
-                report.problems.append("could not resend #\(number) to \(member.label): only \(accepted.count) of the \(header.threshold) relays needed stored it: "
-                                       + refused.map(\.description).joined(separator: "; "))
+            if stored.accepted.count < header.threshold {
+                report.problems.append("could not resend #\(number) to \(member.label): only \(stored.accepted.count) of the \(header.threshold) relays needed stored it: "
+                                       + stored.refused.map(\.description).joined(separator: "; "))
             } else {
                 resent.append(number)
             }
         }
         if !resent.isEmpty { report.resent.append(.init(group: group.name, member: member.label, sequences: resent)) }
-        if !gone.isEmpty {
-            report.problems.append("\(member.label) asked in \(group.name) for #\(list(gone)), no longer kept here "
-                                   + "(expired, failed to send, or sent with other relays)")
+        guard !gone.isEmpty else { return }
+        // Only numbers this identity gave the member: a request cannot make it speak for
+        // numbers it never used.
+        let last = (try? keystore.lastSequence(group: group.id, recipient: member.card.signingKey)) ?? 0
+        let closing = gone.filter { $0 <= last }
+        if closing.count < gone.count {
+            report.problems.append("\(member.label) asked in \(group.name) for #\(list(gone.filter { $0 > last })), never sent to \(member.label)")
+        }
+        guard !closing.isEmpty else { return }
+        do {
+            try await sendNotice(.closedNumbers, closing, to: member, in: group, keystore: keystore, identity: identity)
+            report.declined.append(.init(group: group.name, member: member.label, sequences: closing))
+        } catch {
+            report.problems.append("\(member.label) asked in \(group.name) for #\(list(closing)), no longer kept here "
+                                   + "(expired, failed to send, or sent with other relays); could not tell \(member.label) they will not come: "
+                                   + VaultError.words(for: error))
         }
     }
 

@@ -44,17 +44,23 @@ public enum LinkAPI {
     }
 
     /// `GET /links/ID/status` → 200: all a previewer learns, and all the page needs before
-    /// the click.
+    /// the click (it shows the views left and the expiry before Reveal).
     public struct Status: Codable, Sendable {
         /// Whether it needs a password.
         public let password: Bool
         /// The password's PBKDF2 cost, when it needs one.
         public let iterations: Int?
+        /// Views left (absent from relays before this field).
+        public let views: Int?
+        /// When the relay forgets it, Unix seconds (absent from relays before this field).
+        public let expires: UInt64?
 
         /// The body.
-        public init(password: Bool, iterations: Int?) {
+        public init(password: Bool, iterations: Int?, views: Int?, expires: UInt64?) {
             self.password = password
             self.iterations = iterations
+            self.views = views
+            self.expires = expires
         }
     }
 

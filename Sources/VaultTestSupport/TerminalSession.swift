@@ -13,6 +13,8 @@ public final class TerminalSession {
     private var finished: ProcessResult?
     /// Everything the program wrote to the terminal so far.
     public private(set) var transcript = ""
+    /// The program's process id (to read /proc/PID while it runs).
+    public var processID: pid_t { pid }
 
     /// With `standardErrorOnTerminal`, standard error is the terminal too (its output then
     /// shows in ``transcript``, and ``finish()`` returns none).

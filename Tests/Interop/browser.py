@@ -15,8 +15,10 @@ its fd 3 and writes answers and events on its fd 4, each message JSON ended by a
   - with --screenshot: saves a PNG of the viewport (--width/--height set the viewport, as a
     phone when the width is under 600).
 Then it prints one JSON object:
-  {"state", "message", "secret" (text of #secret or null), "download" (suggested file name or
-   null), "requests": [urls], "location": location.href at the end,
+  {"state", "message", "details" ({"views", "expires"}: the texts of the views left and the
+   expiry the page shows before Reveal, or null when it shows none), "secret" (text of #secret
+   or null), "download" (suggested file name or null), "requests": [urls], "location":
+   location.href at the end,
    "errors": [console errors, uncaught exceptions and CSP violations, as text]}
 It exits 2 with a message on stderr when Chromium fails or something times out, and always
 kills Chromium and removes its temporary profile.
@@ -381,11 +383,14 @@ def drive(browser, args):
     facts = page.evaluate(
         "(() => { const t = (id) => { const e = document.getElementById(id);"
         " return e ? e.textContent : null; };"
+        " const d = document.getElementById('details');"
         " return {state: document.getElementById('app').dataset.state,"
-        " message: t('message'), secret: t('secret'), location: location.href}; })()")
+        " message: t('message'), secret: t('secret'), location: location.href,"
+        " details: d && !d.hidden ? {views: t('views-left'), expires: t('expires')} : null}; })()")
     return {
         "state": facts["state"],
         "message": facts["message"],
+        "details": facts["details"],
         "secret": facts["secret"],
         "download": download.get("name"),
         "requests": requests,

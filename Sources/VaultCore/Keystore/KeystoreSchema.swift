@@ -243,12 +243,25 @@ enum KeystoreSchema {
                 ALTER TABLE item ADD COLUMN unopened INTEGER NOT NULL DEFAULT 0;
                 """)
         }
+        // Numbers a sender said it will not send (Docs/RELAY.md, "Gaps and resends"): no
+        // longer reported as gaps.
+        migrator.registerMigration("v12-closed-numbers") { db in
+            try db.execute(sql: """
+                CREATE TABLE message_closed (
+                    group_id BLOB NOT NULL,
+                    sender BLOB NOT NULL CHECK (length(sender) = 32),
+                    sequence INTEGER NOT NULL CHECK (sequence > 0),
+                    closed_at INTEGER NOT NULL,
+                    PRIMARY KEY (group_id, sender, sequence)
+                ) WITHOUT ROWID;
+                """)
+        }
         // Holders anywhere (Docs/RELAY.md, "Holders through relays"). A holder's requests and
         // share offers that came through relays, waiting for its person or answered, kept
         // until they expire (their nonces refuse replays until then). A requester's
         // recoveries through relays: the reply key, sealed, and each holder asked. A dealer's
         // view of where each holder's share went.
-        migrator.registerMigration("v12-holders-anywhere") { db in
+        migrator.registerMigration("v13-holders-anywhere") { db in
             try db.execute(sql: """
                 CREATE TABLE holder_request (
                     id TEXT PRIMARY KEY CHECK (length(id) = 8),

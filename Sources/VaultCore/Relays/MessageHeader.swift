@@ -7,7 +7,7 @@ public struct MessageRecipient: Equatable, Sendable {
     public let card: KeyCard
     /// 1, 2, 3 … for each message from this sender to this recipient in this group, so a
     /// recipient sees a gap as a gap; 0 for a message outside the numbering (a resend
-    /// request).
+    /// request, or closed numbers).
     public let sequence: UInt64
 
     /// A recipient entry.
@@ -26,6 +26,14 @@ public struct MessageHeader: Equatable, Sendable {
         case content = 1
         /// A list of sequence numbers the sender is missing from the recipient.
         case resendRequest = 2
+        /// A list of sequence numbers the sender will not send the recipient: numbers of a
+        /// send that failed, or of messages it no longer keeps. The recipient stops
+        /// reporting them as gaps.
+        case closedNumbers = 3
+
+        /// Whether it is a notice between two members about their numbering (a resend
+        /// request, or closed numbers): to one recipient, numbered 0, of type note.
+        public var isNumberingNotice: Bool { self != .content }
     }
 
     /// 128 random bits.
@@ -174,9 +182,10 @@ public struct MessageHeader: Equatable, Sendable {
                   Set(recipients.map(\.card.signingKey)).count == recipientCount else { throw fail("a recipient appears twice") }
             // Keystores and stores keep numbers as signed 64-bit integers.
             guard recipients.allSatisfy({ $0.sequence <= UInt64(Int64.max) }) else { throw fail("a sequence number is above 2^63 - 1") }
-            // A resend request goes to one member, outside the numbering (Docs/FORMAT.md §17).
-            guard kind != .resendRequest || (recipientCount == 1 && recipients[0].sequence == 0 && type == .note) else {
-                throw fail("a resend request is a note to one recipient, numbered 0")
+            // A resend request or closed numbers go to one member, outside the numbering
+            // (Docs/FORMAT.md §17).
+            guard !kind.isNumberingNotice || (recipientCount == 1 && recipients[0].sequence == 0 && type == .note) else {
+                throw fail("a resend request or closed numbers is a note to one recipient, numbered 0")
             }
             commitments = try (0..<count).map { _ in try r.raw(32) }
             try r.end()

@@ -115,8 +115,8 @@ extension Keystore {
     }
 
     /// The next sequence number for each recipient of a message in `group`, counted per
-    /// recipient so that messages addressed to others leave no gap. Numbers are never
-    /// reused, even when the send fails: a number is one message, or a gap.
+    /// recipient so that messages addressed to others leave no gap. A number is one
+    /// message, or a gap, unless ``giveBack(group:recipients:)`` returns it.
     public func nextSequences(group: [UInt8], recipients: [KeyCard]) throws(VaultError) -> [UInt64] {
         try write { db in
             try recipients.map { card in
@@ -126,6 +126,29 @@ extension Keystore {
                                arguments: [Data(group), Data(card.signingKey), last + 1])
                 return UInt64(last + 1)
             }
+        }
+    }
+
+    /// Gives back the numbers of a send that no recipient can read and no relay holds, so
+    /// that it leaves no gap: each recipient's number is given back only while it is still
+    /// the last one taken for that recipient (no later send took the next). One
+    /// transaction. Returns the recipients whose numbers were given back.
+    public func giveBack(group: [UInt8], recipients: [MessageRecipient]) throws(VaultError) -> [MessageRecipient] {
+        try write { db in
+            try recipients.filter { recipient in
+                try db.execute(sql: """
+                    UPDATE message_sent SET last_sequence = last_sequence - 1 WHERE group_id = ? AND recipient = ? AND last_sequence = ?
+                    """, arguments: [Data(group), Data(recipient.card.signingKey), Int64(recipient.sequence)])
+                return db.changesCount == 1
+            }
+        }
+    }
+
+    /// The last number taken for `recipient` in `group` (0: none).
+    public func lastSequence(group: [UInt8], recipient: [UInt8]) throws(VaultError) -> UInt64 {
+        try read { db in
+            UInt64(try Int64.fetchOne(db, sql: "SELECT last_sequence FROM message_sent WHERE group_id = ? AND recipient = ?",
+                                      arguments: [Data(group), Data(recipient)]) ?? 0)
         }
     }
 
@@ -167,15 +190,20 @@ extension Keystore {
         }
     }
 
-    /// Of `sequences` missing from `sender`, those not asked for yet; records them as asked.
-    /// A gap is asked for once: the sender answers from its outbox or cannot, and asking
-    /// again would only repeat the answer.
-    public func newResendRequests(group: [UInt8], sender: [UInt8], sequences: [UInt64]) throws(VaultError) -> [UInt64] {
+    /// Of `sequences` missing from `sender`, those not asked for yet, or asked for at
+    /// least `again` seconds before `now`; records them as asked now. A gap is asked for
+    /// once while a request may still be on the relays: the sender answers it by resending,
+    /// or by closing the numbers. A request lost or left unanswered (it expires from the
+    /// relays after a day), or answered before senders could close numbers, is asked again.
+    public func newResendRequests(group: [UInt8], sender: [UInt8], sequences: [UInt64], now: UInt64,
+                                  again: UInt64) throws(VaultError) -> [UInt64] {
         try write { db in
             try sequences.filter { sequence in
                 try db.execute(sql: """
-                    INSERT OR IGNORE INTO resend_requested (group_id, sender, sequence, requested_at) VALUES (?, ?, ?, ?)
-                    """, arguments: [Data(group), Data(sender), Int64(sequence), Int64(Date().timeIntervalSince1970)])
+                    INSERT INTO resend_requested (group_id, sender, sequence, requested_at) VALUES (?, ?, ?, ?)
+                    ON CONFLICT (group_id, sender, sequence) DO UPDATE SET requested_at = excluded.requested_at
+                    WHERE requested_at <= ?
+                    """, arguments: [Data(group), Data(sender), Int64(sequence), Int64(now), Int64(now) - Int64(again)])
                 return db.changesCount == 1
             }
         }
@@ -192,22 +220,42 @@ extension Keystore {
         }
     }
 
-    /// The sequence numbers from `sender` in `group` below its highest that never arrived.
+    /// The sequence numbers from `sender` in `group` below its highest that never arrived
+    /// and that the sender did not close; at most 1000.
     public func missingSequences(group: [UInt8], sender: [UInt8]) throws(VaultError) -> [UInt64] {
-        let seen = try read { db in
-            try Int64.fetchAll(db, sql: "SELECT sequence FROM message_received WHERE group_id = ? AND sender = ? AND sequence > 0 ORDER BY sequence",
-                               arguments: [Data(group), Data(sender)])
+        let (seen, closed) = try read { db in
+            (try Int64.fetchAll(db, sql: "SELECT sequence FROM message_received WHERE group_id = ? AND sender = ? AND sequence > 0 ORDER BY sequence",
+                                arguments: [Data(group), Data(sender)]),
+             Set(try Int64.fetchAll(db, sql: "SELECT sequence FROM message_closed WHERE group_id = ? AND sender = ?",
+                                    arguments: [Data(group), Data(sender)])))
         }
         var missing: [UInt64] = []
         var expected: Int64 = 1
         for sequence in seen {
             while expected < sequence, missing.count < 1000 {
-                missing.append(UInt64(expected))
+                if !closed.contains(expected) { missing.append(UInt64(expected)) }
                 expected += 1
             }
             expected = sequence + 1
         }
         return missing
+    }
+
+    /// Records that `sender` closed `sequences` in `group`: it will not send them. Returns
+    /// those newly closed that never arrived, which the caller reports once.
+    public func closeNumbers(group: [UInt8], sender: [UInt8], sequences: [UInt64]) throws(VaultError) -> [UInt64] {
+        try write { db in
+            try sequences.filter { sequence in
+                guard sequence > 0, sequence <= UInt64(Int64.max) else { return false }
+                let received = try Bool.fetchOne(db, sql: "SELECT 1 FROM message_received WHERE group_id = ? AND sender = ? AND sequence = ?",
+                                                 arguments: [Data(group), Data(sender), Int64(sequence)]) ?? false
+                guard !received else { return false }
+                try db.execute(sql: """
+                    INSERT OR IGNORE INTO message_closed (group_id, sender, sequence, closed_at) VALUES (?, ?, ?, ?)
+                    """, arguments: [Data(group), Data(sender), Int64(sequence), Int64(Date().timeIntervalSince1970)])
+                return db.changesCount == 1
+            }
+        }
     }
 
     /// Keeps a sent message in the relay outbox: its shares are in `relay-outbox/ID/` and

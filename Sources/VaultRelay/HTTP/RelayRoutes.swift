@@ -41,6 +41,11 @@ enum RelayRoutes {
                 try await relay.getMessage(group: try id(context, "group"), id: try id(context, "message"), caller: caller)
             }
         }
+        router.delete("v1/groups/:group/messages/:message") { request, context in
+            await relay.signed(request, context) { caller in
+                try await relay.deleteMessage(group: try id(context, "group"), id: try id(context, "message"), caller: caller)
+            }
+        }
         router.post("v1/groups/:group/messages/:message/confirm") { request, context in
             await relay.signed(request, context) { caller in
                 try await relay.confirmMessage(group: try id(context, "group"), id: try id(context, "message"), caller: caller)

@@ -156,7 +156,7 @@ final class Relay: Sendable {
     func smallBody(_ request: Request, caller: Caller, limit: Int) async throws -> [UInt8] {
         var bytes: [UInt8] = []
         for try await buffer in request.body {
-            guard bytes.count + buffer.readableBytes <= limit else { throw RelayFailure.tooLarge("the body is over \(limit) bytes") }
+            guard bytes.count + buffer.readableBytes <= limit else { throw RelayFailure.tooLarge("the body is over \(ByteCount.limit(UInt64(limit)))") }
             bytes += buffer.readableBytesView
         }
         guard sha256(bytes) == caller.bodyHash else { throw RelayFailure.badSignature() }

@@ -42,10 +42,10 @@ extension Relay {
         guard let length = request.headers[.contentLength].flatMap({ UInt64($0) }) else {
             throw RelayFailure(status: .lengthRequired, code: "length_required", words: "a link's body needs a Content-Length")
         }
-        guard length <= limit else { throw RelayFailure.tooLarge("a link is at most \(limit) bytes on this relay") }
+        guard length <= limit else { throw RelayFailure.tooLarge("a link is at most \(ByteCount.limit(limit)) on this relay") }
         guard LinkStream.isValidBlobLength(length) else { throw RelayFailure.malformed("the body is not a link's content: impossible length") }
         guard let ttl = UInt64(try header(LinkAPI.Header.ttl)), ttl >= 1, ttl <= configuration.maximumTTL else {
-            throw RelayFailure.malformed("\(LinkAPI.Header.ttl) is 1 to \(configuration.maximumTTL) seconds")
+            throw RelayFailure.malformed("this relay keeps links at most \(DurationText.text(configuration.maximumTTL)) (\(LinkAPI.Header.ttl) is 1 to \(configuration.maximumTTL) seconds)")
         }
         guard let views = Int(try header(LinkAPI.Header.views)), (1...LinkAPI.maximumViews).contains(views) else {
             throw RelayFailure.malformed("\(LinkAPI.Header.views) is 1 to \(LinkAPI.maximumViews)")
@@ -95,11 +95,14 @@ extension Relay {
         return answer(json: LinkAPI.Created(id: Base64URL.encode(id), expires: link.expires), status: .created, nonce: nonce)
     }
 
-    /// `GET /links/ID/status`: whether the link is there and needs a password. Never
-    /// consumes a view, and says nothing else (not its size, views or expiry).
+    /// `GET /links/ID/status`: whether the link is there and needs a password, its views
+    /// left and its expiry, which the page shows before Reveal. Never consumes a view, and
+    /// says nothing else (not its size). Whoever holds the id learns these two numbers,
+    /// as its reader needs to before deciding to spend a view (Docs/LINKS.md, "Threat model").
     func linkStatus(id: [UInt8], nonce: [UInt8]?) async throws -> Response {
         guard let link = try await store.link(id: id, now: Self.now()) else { throw RelayFailure.gone() }
-        return answer(json: LinkAPI.Status(password: link.iterations > 0, iterations: link.iterations > 0 ? link.iterations : nil), nonce: nonce)
+        return answer(json: LinkAPI.Status(password: link.iterations > 0, iterations: link.iterations > 0 ? link.iterations : nil,
+                                           views: link.views, expires: link.expires), nonce: nonce)
     }
 
     /// `POST /links/ID/claim`: one view, for the claim secret. A wrong secret costs no view

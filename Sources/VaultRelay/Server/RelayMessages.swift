@@ -20,7 +20,7 @@ extension Relay {
         guard try await store.isMember(caller.key, of: group) else { throw RelayFailure.notAMember() }
         let limit = configuration.maximumMessage
         if let declared = request.headers[.contentLength].flatMap({ UInt64($0) }), declared > limit {
-            throw RelayFailure.tooLarge("a message share is at most \(limit) bytes on this relay")
+            throw RelayFailure.tooLarge("a message share is at most \(ByteCount.limit(limit)) on this relay")
         }
         var incoming = IncomingRelayMessage(maximumLength: IncomingMessageShare.largest)
         let hasher = SHA256Hasher()
@@ -39,7 +39,7 @@ extension Relay {
                 }
                 pending += buffer.readableBytesView
                 if row == nil, let header = incoming.envelope {
-                    guard incoming.length <= limit else { throw RelayFailure.tooLarge("a message share is at most \(limit) bytes on this relay") }
+                    guard incoming.length <= limit else { throw RelayFailure.tooLarge("a message share is at most \(ByteCount.limit(limit)) on this relay") }
                     try await check(header, group: record, id: id, caller: caller)
                     let message = NewMessage(group: group, id: id, sender: caller.key, size: incoming.length, expires: header.expiresAt,
                                              deleteWhenConfirmed: header.deleteWhenConfirmed, bodyHash: caller.bodyHash,
@@ -47,7 +47,7 @@ extension Relay {
                     do {
                         guard let stored = try await store.begin(message: message, quota: configuration.groupQuota, now: Self.now()) else {
                             throw RelayFailure(status: .init(code: 507, reasonPhrase: "Insufficient Storage"), code: "over_quota",
-                                               words: "the group has used its quota of \(configuration.groupQuota) bytes on this relay")
+                                               words: "the group has used its quota of \(ByteCount.limit(configuration.groupQuota)) on this relay")
                         }
                         row = stored
                     } catch is RelayStoreConflict {
@@ -101,7 +101,7 @@ extension Relay {
         guard header.expiresAt > now else { throw RelayFailure.malformed("the message has already expired") }
         guard header.expiresAt <= now + configuration.maximumTTL + RequestSignature.window else {
             throw RelayFailure(status: .badRequest, code: "ttl_too_long",
-                               words: "this relay keeps messages at most \(configuration.maximumTTL) seconds")
+                               words: "this relay keeps messages at most \(DurationText.text(configuration.maximumTTL))")
         }
     }
 
@@ -152,6 +152,14 @@ extension Relay {
 }
 
 extension Relay {
+    /// `DELETE /v1/groups/{group}/messages/{message}`: the sender takes back its own
+    /// message, such as a send that failed before enough relays stored it to be read
+    /// (Docs/RELAY.md, "Gaps and resends"). Anyone else gets 404, as for receipts.
+    func deleteMessage(group: [UInt8], id: [UInt8], caller: Caller) async throws -> Response {
+        guard try await store.delete(group: group, id: id, sender: caller.key) else { throw RelayFailure.notFound() }
+        return answer(.noContent, bytes: [], contentType: "application/octet-stream", nonce: caller.nonce)
+    }
+
     /// `GET /v1/groups/{group}/messages/{message}/receipts`: for the message's sender, how
     /// many recipients confirmed it, so it can drop the message from its outbox. Anyone
     /// else gets 404, as for a message that is not there: the relay says nothing of

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOSSL
 import PostgresNIO
+import VaultCore
 
 /// The store for deployments that outgrow one machine: PostgreSQL (PostgresNIO), which
 /// several relay processes can share as one relay (one identity, one set of nonces).
@@ -14,8 +15,10 @@ import PostgresNIO
 final class PostgresRelayStore: RelayStore {
     let client: PostgresClient
     let logger: Logger
+    /// Where it connects.
+    let location: Location
 
-    /// Where to connect: `postgres://USER@HOST[:PORT]/DATABASE[?sslmode=disable|require]`.
+    /// Where to connect: `postgres://USER@HOST[:PORT]/DATABASE[?sslmode=disable|require][&connect_timeout=S]`.
     /// The password comes from `PGPASSWORD`, never from the command line (which any local
     /// user can read in the process list).
     struct Location: Equatable, Sendable {
@@ -24,6 +27,11 @@ final class PostgresRelayStore: RelayStore {
         let user: String
         let database: String
         let requireTLS: Bool
+        /// Seconds to connect and log in at start (`connect_timeout`, as libpq names it).
+        let connectTimeout: Int64
+
+        /// `HOST:PORT`, for errors.
+        var server: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 
         init(url text: String) throws {
             guard let url = URLComponents(string: text), url.scheme == "postgres" || url.scheme == "postgresql",
@@ -35,6 +43,14 @@ final class PostgresRelayStore: RelayStore {
             }
             let database = String(url.path.dropFirst())
             guard !database.isEmpty, !database.contains("/") else { throw RelayStartFailure("--store postgres:// names no database") }
+            for item in url.queryItems ?? [] where item.name != "sslmode" && item.name != "connect_timeout" {
+                throw RelayStartFailure("--store postgres:// takes sslmode and connect_timeout only, not \(TerminalText.escaped(item.name))")
+            }
+            let timeout = url.queryItems?.first { $0.name == "connect_timeout" }?.value
+            guard let seconds = timeout.map({ Int64($0) }) ?? 10, (1...3600).contains(seconds) else {
+                throw RelayStartFailure("connect_timeout is 1 to 3600 seconds")
+            }
+            connectTimeout = seconds
             let mode = url.queryItems?.first { $0.name == "sslmode" }?.value
             // Loopback needs no TLS; anything else requires it unless told otherwise.
             let loopback = host == "127.0.0.1" || host == "::1" || host == "localhost"
@@ -55,10 +71,12 @@ final class PostgresRelayStore: RelayStore {
         var logger = Logger(label: "vault-relay-postgres")
         logger.logLevel = .error
         self.logger = logger
+        self.location = location
         let tls: PostgresClient.Configuration.TLS = location.requireTLS ? .require(.makeClientConfiguration()) : .disable
-        let configuration = PostgresClient.Configuration(host: location.host, port: location.port, username: location.user,
+        var configuration = PostgresClient.Configuration(host: location.host, port: location.port, username: location.user,
                                                          password: ProcessInfo.processInfo.environment["PGPASSWORD"],
                                                          database: location.database, tls: tls)
+        configuration.options.connectTimeout = .seconds(location.connectTimeout)
         client = PostgresClient(configuration: configuration, backgroundLogger: logger)
     }
 
@@ -67,6 +85,7 @@ final class PostgresRelayStore: RelayStore {
     /// Creates the tables, once, under a lock: processes starting together on an empty
     /// database would otherwise race to create the same ones.
     func prepare() async throws {
+        try await checkConnection()
         try await client.withTransaction(logger: logger) { db in
             try await db.query("SELECT pg_advisory_xact_lock(7780)", logger: logger)
             for statement in Self.schema + Self.linkSchema { try await db.query(PostgresQuery(unsafeSQL: statement), logger: logger) }
@@ -267,6 +286,12 @@ final class PostgresRelayStore: RelayStore {
             return (Int(recipients), Int(confirmed))
         }
         return nil
+    }
+
+    func delete(group: [UInt8], id: [UInt8], sender: [UInt8]) async throws -> Bool {
+        try await exists("""
+            DELETE FROM relay_messages WHERE group_id = \(Data(group)) AND id = \(Data(id)) AND sender = \(Data(sender)) RETURNING 1
+            """)
     }
 
     func sweep(now: UInt64, staleBefore: UInt64) async throws -> Int {

@@ -55,6 +55,10 @@ protocol RelayStore: LinkStore {
     /// confirmed it.
     func receipts(group: [UInt8], id: [UInt8], sender: [UInt8], now: UInt64) async throws -> (recipients: Int, confirmed: Int)?
 
+    /// Deletes `sender`'s own message, content and record, whether stored whole or still
+    /// arriving; false when it has none by that id.
+    func delete(group: [UInt8], id: [UInt8], sender: [UInt8]) async throws -> Bool
+
     /// Deletes expired messages and nonces, and uploads abandoned before `staleBefore`.
     /// Returns how many messages it deleted.
     func sweep(now: UInt64, staleBefore: UInt64) async throws -> Int

@@ -209,6 +209,13 @@ final class SQLiteRelayStore: RelayStore {
         }
     }
 
+    func delete(group: [UInt8], id: [UInt8], sender: [UInt8]) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM messages WHERE group_id = ? AND id = ? AND sender = ?", arguments: [Data(group), Data(id), Data(sender)])
+            return db.changesCount > 0
+        }
+    }
+
     func sweep(now: UInt64, staleBefore: UInt64) async throws -> Int {
         let deleted = try await pool.write { db in
             try db.execute(sql: "DELETE FROM messages WHERE expires <= ? OR (ready = 0 AND created < ?)",

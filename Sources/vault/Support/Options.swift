@@ -129,8 +129,15 @@ func writeNewFile(_ path: String, _ bytes: [UInt8]) throws {
     }
 }
 
-/// The encrypted fields of passwords and contacts.
+/// The encrypted fields of passwords and contacts: as options, or from `--fields FILE|-`,
+/// which keeps them off the command line (every local user can read a process's
+/// arguments, in /proc/PID/cmdline, while it runs).
 struct SecretFieldOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("Read the fields from this file (- for standard input): lines 'username: …', 'url: …', 'name: …', "
+                               + "'phone: …', 'email: …', 'address: …'. Unlike the options below, not visible to other local users.",
+                               valueName: "file"))
+    var fields: String?
+
     @Option(help: ArgumentHelp("A password's username.", valueName: "name"))
     var username: String?
 
@@ -150,13 +157,42 @@ struct SecretFieldOptions: ParsableArguments {
     var address: String?
 
     func metadata(for type: SecretType, file: String?) throws -> SecretMetadata {
+        var username = username, url = url, contactName = contactName, address = address
+        var phones = phone, emails = email
+        if let fields {
+            // Standard input carries a note's, a file's or a password's content when no FILE
+            // (or -) is given for it; a contact without FILE has none.
+            let contentFromStandardInput = switch type {
+            case .key: false
+            case .contact: file == "-"
+            case .password: file == "-"
+            default: file == nil || file == "-"
+            }
+            if fields == "-" && contentFromStandardInput {
+                throw ValidationError("--fields - and the content cannot both come from standard input: give one of them as a FILE")
+            }
+            func once(_ slot: inout String?, _ name: String, _ value: String) throws {
+                guard slot == nil else { throw ValidationError("the \(name) is given twice") }
+                slot = value
+            }
+            for (name, value) in try FieldsFile.read(fields) {
+                switch name {
+                case "username": try once(&username, "username", value)
+                case "url": try once(&url, "url", value)
+                case "name": try once(&contactName, "contact's name", value)
+                case "address": try once(&address, "address", value)
+                case "phone": phones.append(value)
+                default: emails.append(value)
+                }
+            }
+        }
         let passwordFields = username != nil || url != nil
-        let contactFields = contactName != nil || !phone.isEmpty || !email.isEmpty || address != nil
-        if passwordFields && type != .password { throw ValidationError("--username and --url go with --type password") }
+        let contactFields = contactName != nil || !phones.isEmpty || !emails.isEmpty || address != nil
+        if passwordFields && type != .password { throw ValidationError("username and url fields go with --type password") }
         if contactFields && type != .contact { throw ValidationError("contact fields go with --type contact") }
-        if type == .contact && contactName == nil { throw ValidationError("--type contact needs --contact-name") }
-        var metadata = SecretMetadata(username: username, url: url, contactName: contactName, phones: phone,
-                                      emails: email, address: address)
+        if type == .contact && contactName == nil { throw ValidationError("--type contact needs a name (--contact-name, or name: in --fields)") }
+        var metadata = SecretMetadata(username: username, url: url, contactName: contactName, phones: phones,
+                                      emails: emails, address: address)
         if type == .file, let file { metadata.fileName = (file as NSString).lastPathComponent }
         return metadata
     }

@@ -139,22 +139,3 @@ enum ProgressLine {
             : String(format: "%d:%02d", whole / 60, whole % 60)
     }
 }
-
-/// Sizes and rates as people read them: binary units for sizes, decimal for rates (as
-/// `vault bench` prints them).
-enum ByteCount {
-    static func text(_ bytes: UInt64) -> String {
-        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
-        var value = Double(bytes)
-        var unit = 0
-        while value >= 1024 && unit < units.count - 1 {
-            value /= 1024
-            unit += 1
-        }
-        return unit == 0 ? "\(bytes) B" : String(format: "%.1f", value) + " " + units[unit]
-    }
-
-    static func rate(_ bytesPerSecond: Double) -> String {
-        String(format: "%.1f MB/s", bytesPerSecond / 1e6)
-    }
-}

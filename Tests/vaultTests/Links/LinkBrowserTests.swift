@@ -7,11 +7,18 @@ import VaultTestSupport
 /// protocol by Tests/Interop/browser.py, against a relay on loopback.
 @Suite(.serialized) struct LinkBrowserTests {
     struct Visit: Decodable {
+        struct Details: Decodable {
+            let views: String
+            let expires: String
+        }
+
         let state: String
         let message: String
+        let details: Details?
         let secret: String?
         let download: String?
         let requests: [String]
+        let errors: [String]
     }
 
     private func visit(_ link: String, _ extra: [String] = []) throws -> Visit {
@@ -36,6 +43,25 @@ import VaultTestSupport
         let again = try visit(link)
         #expect(again.state == "gone", "\(again)")
         #expect(again.message.contains("expired, was used up, or never existed"), "\(again.message)")
+    }
+
+    /// Issue 32: before Reveal the page says how many views are left and when the link
+    /// expires (the relay's status says both), under the page's strict CSP (no violation
+    /// reported); once revealed, the message says what is left instead.
+    @Test func theViewsLeftAndTheExpiryShowBeforeReveal() throws {
+        let world = try LinkWorld()
+        let link = try world.create(["--views", "3", "--expires", "2d"], stdin: "three times")
+        let looked = try visit(link)
+        #expect(looked.state == "ready", "\(looked)")
+        #expect(looked.details?.views == "3", "\(looked)")
+        #expect(looked.details?.expires.hasPrefix("in 2 days (") == true, "\(looked)")
+        #expect(looked.errors.isEmpty, "\(looked.errors)")
+        let revealed = try visit(link, ["--click"])
+        #expect(revealed.state == "revealed" && revealed.details == nil, "\(revealed)")
+        #expect(revealed.message.contains("2 views left"), "\(revealed.message)")
+        let last = try visit(try world.create([], stdin: "once"))
+        #expect(last.details?.views == "1 (this is the last)", "\(last)")
+        #expect(last.details?.expires.hasPrefix("in 24 hours (") == true, "\(last)")
     }
 
     @Test func aFileDownloadsWithItsNameAndBytes() throws {

@@ -77,6 +77,57 @@ final class LinkWorld {
         #expect(try world.alice.ok("link", "list").contains("gone"))
     }
 
+    /// Issue 32 (L2): the link, key included, need not be on the command line, which any
+    /// local user reads in /proc/PID/cmdline. Typed on the terminal (not echoed), it is not
+    /// in vault's command line while vault waits at the password prompt; from standard input
+    /// (`-`) it opens too. With neither, vault says how to give it.
+    @Test func theLinkStaysOffTheCommandLine() throws {
+        let world = try LinkWorld()
+        let password = try world.alice.directory.write("pw", Array("correct horse\n".utf8))
+        let link = try world.create(["--views", "2", "--password-file", password], stdin: "behind a password")
+        let key = String(link[link.index(after: link.firstIndex(of: "#")!)...])
+        let id = try LinkWorld.id(link)
+
+        let session = try world.reader.vault.interactive("link", "open")
+        try session.expect("Link (not shown as you type or paste it): ")
+        session.send(link)
+        try session.expect("Password for the link: ")
+        let commandLine = try Data(contentsOf: URL(fileURLWithPath: "/proc/\(session.processID)/cmdline"))
+        let arguments = String(decoding: commandLine, as: UTF8.self).split(separator: "\0").map(String.init)
+        #expect(arguments.count == 3 && arguments.dropFirst().elementsEqual(["link", "open"]), "\(arguments)")
+        #expect(!arguments.contains { $0.contains(key) || $0.contains(id) }, "\(arguments)")
+        #expect(!session.transcript.contains(key), "the key was echoed: \(session.transcript)")
+        session.send("correct horse")
+        let opened = session.finish()
+        #expect(opened.status == 0, "\(opened.stderr)")
+        #expect(opened.stdout == "behind a password" && opened.stderr.contains("1 view left"), "\(opened.stderr)")
+
+        let piped = try world.reader.vault.run(["link", "open", "-", "--password-file", password], stdin: Array((link + "\n").utf8))
+        #expect(piped.status == 0 && piped.stdout == "behind a password", "\(piped.stderr)")
+        #expect(piped.stderr.contains("that was the last view"), "\(piped.stderr)")
+
+        let nothing = try world.reader.fails("link", "open")
+        #expect(nothing.contains("vault: error: no link given, and no terminal to ask for it on"), "\(nothing)")
+        #expect(nothing.contains("vault: hint: give it on standard input: vault link open - < FILE"), "\(nothing)")
+        #expect(try world.reader.fails("link", "open", "-").contains("standard input holds no link"))
+    }
+
+    /// Issue 32: `link create` with several relays pinned and none chosen names them; `link
+    /// list` has a header, as the other lists do.
+    @Test func severalRelaysAreNamedAndTheListHasAHeader() throws {
+        let world = try LinkWorld()
+        try world.alice.ok("relay", "add", "backup", world.url, "--yes")
+        let which = try world.alice.fails("link", "create", stdin: "x")
+        #expect(which.contains("vault: error: 2 relays are pinned (backup, r1); say which"), "\(which)")
+        #expect(which.contains("vault: hint: give --relay NAME"), "\(which)")
+        let link = try world.create(["--relay", "r1", "--views", "3"], stdin: "listed")
+        let lines = try world.alice.ok("link", "list").split(separator: "\n")
+        try #require(lines.count == 2, "\(lines)")
+        #expect(lines[0].hasPrefix("ID ") && lines[0].contains("  RELAY  TYPE  SIZE  ") && lines[0].hasSuffix("VIEWS"), "\(lines)")
+        #expect(lines[1].hasPrefix(try LinkWorld.id(link) + "  r1 ") && lines[1].hasSuffix("3 of 3 views left"), "\(lines)")
+        #expect(try world.alice.ok("link", "list").contains("note"))
+    }
+
     @Test(arguments: [0, 1, 65535, 65536, 65537, 10_000_000])
     func aFileOfEverySizeEdgeOpensWhole(size: Int) throws {
         let world = try LinkWorld()
@@ -143,7 +194,8 @@ final class LinkWorld {
             #expect(response.value(forHTTPHeaderField: "Referrer-Policy") == "no-referrer")
             #expect(response.value(forHTTPHeaderField: "Cache-Control") == "no-store")
             let (state, body, _) = try await world.request("GET", "/links/\(id)/status")
-            #expect(state == 200 && String(decoding: body, as: UTF8.self) == #"{"password":false}"#)
+            let answer = try JSONDecoder().decode(LinkAPI.Status.self, from: body)
+            #expect(state == 200 && !answer.password && answer.iterations == nil && answer.views == 1, "\(String(decoding: body, as: UTF8.self))")
         }
         // Claims without the key: refused, and no view spent.
         for _ in 0..<3 {

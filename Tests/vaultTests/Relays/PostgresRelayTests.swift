@@ -108,6 +108,69 @@ final class PostgresWorld {
         #expect(try await world.bobGet(world.backURL, "/v1/groups").0 == 200)
     }
 
+    /// Issue 32: a store that cannot be reached or logged into is said at start, in words
+    /// naming what failed, instead of a relay that prints nothing and hangs: a port where
+    /// nothing listens (refused), a port that takes the connection and never speaks (timed
+    /// out, after connect_timeout), a role that does not exist, a database that does not.
+    @Test func aStoreThatCannotBeUsedIsNamedAtStart() throws {
+        let cluster = try PostgresCluster()
+        let directory = TemporaryDirectory("vault-pg-wrong")
+        // Accepts TCP connections (the kernel completes them in the backlog) and never answers.
+        let silent = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(silent) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let listening = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(silent, $0, length) == 0 && getsockname(silent, $0, &length) == 0 && listen(silent, 8) == 0
+            }
+        }
+        #expect(listening)
+        let silentPort = Int(UInt16(bigEndian: address.sin_port))
+        // A port nothing listens on: bound, read and let go.
+        let closedPort = try freeLoopbackPort()
+
+        let cases: [(store: String, says: String)] = [
+            ("postgres://vault@127.0.0.1:\(closedPort)/postgres",
+             "cannot connect to PostgreSQL at 127.0.0.1:\(closedPort): the connection was refused (is it running, and on that port?)"),
+            ("postgres://vault@127.0.0.1:\(silentPort)/postgres?connect_timeout=1",
+             "cannot connect to PostgreSQL at 127.0.0.1:\(silentPort): it did not answer within 1 s"),
+            ("postgres://mallory@127.0.0.1:\(cluster.port)/postgres",
+             "PostgreSQL at 127.0.0.1:\(cluster.port) refused user 'mallory': role \"mallory\" does not exist"),
+            ("postgres://vault@127.0.0.1:\(cluster.port)/nosuchdb",
+             "PostgreSQL at 127.0.0.1:\(cluster.port) has no database 'nosuchdb'"),
+        ]
+        for (i, wrong) in cases.enumerated() {
+            let started = Date()
+            let relay = try BackgroundProcess(VaultBinary.path, ["relay", "serve", "--listen", "127.0.0.1:0", "--store", wrong.store],
+                                              environment: [:], logPath: directory.file("\(i).log"))
+            // A relay that hangs is killed after 20 s, and the check below then fails.
+            let watchdog = DispatchWorkItem { _ = kill(relay.pid, SIGKILL) }
+            DispatchQueue.global().asyncAfter(deadline: .now() + 20, execute: watchdog)
+            let status = relay.wait()
+            watchdog.cancel()
+            #expect(status == 1, "\(wrong.store): status \(status), \(relay.log)")
+            #expect(relay.log.contains("vault: error: " + wrong.says), "\(relay.log)")
+            #expect(!relay.log.contains("listening on"), "\(relay.log)")
+            #expect(Date().timeIntervalSince(started) < 15, "\(wrong.store) took \(Date().timeIntervalSince(started)) s")
+        }
+    }
+
+    private func freeLoopbackPort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
     /// Issue 16 on PostgreSQL: fifty claims of a one-view link, split between two relay
     /// processes on one database, give exactly one success; the row is gone after it.
     @Test func concurrentClaimsAcrossTwoProcessesGiveOneSuccess() async throws {

@@ -30,7 +30,7 @@ import VaultTestSupport
         let file = world.alice.directory.file("big.bin")
         try Data(SecureRandom().bytes(300_000)).write(to: URL(fileURLWithPath: file))
         let sent = try world.alice.vault.run(["send", file, "--group", "team", "--min-relays", "2"])
-        #expect(sent.status == 0 && sent.stderr.contains("relay r1: a message share is at most 16384 bytes on this relay"), "\(sent.stderr)")
+        #expect(sent.status == 0 && sent.stderr.contains("relay r1: a message share is at most 16 KiB on this relay"), "\(sent.stderr)")
         let before = try world.counts(1)
         #expect(before["messages"] == 1 && before["groups"] == 1, "\(before)")
         #expect(try world.counts(2)["messages"] == 2)

@@ -7,8 +7,8 @@ import Foundation
 /// or a bare case after a colon (`keystore error: forged`).
 enum ErrorWording {
     /// Words shaped like Swift names that are documented user text: the parameters of
-    /// vault:// requests (Docs/URL.md).
-    static let userText: Set<String> = ["encryptedData", "scryptN", "addPassword", "errorCode", "errorMessage"]
+    /// vault:// requests (Docs/URL.md), and binary units of sizes ("32 MiB").
+    static let userText: Set<String> = ["encryptedData", "scryptN", "addPassword", "errorCode", "errorMessage", "KiB", "MiB", "GiB", "TiB"]
 
     /// Single words that may end an error line after a colon.
     static let lastWords: Set<String> = ["none"]

@@ -27,6 +27,7 @@ const MAX_ITERATIONS = 10000000;
 const META_MIN = 2;
 const META_MAX = 4096;
 const NAME_MAX = 255;
+const MAX_VIEWS = 1000;
 const utf8 = new TextEncoder();
 const HKDF_SALT = utf8.encode("vault-link-v1");
 
@@ -49,6 +50,7 @@ const MESSAGES = {
   unexpected: (code) => `The server answered unexpectedly (HTTP ${code}). Try again in a moment.`,
   lastView: "This was the last view: the secret is now deleted from the server.",
   viewsLeft: (n) => `This link has ${n} view${n === 1 ? "" : "s"} left.`,
+  viewsBefore: (n) => n === 1 ? "1 (this is the last)" : `${n}`,
 };
 
 class LinkFailure extends Error {
@@ -112,6 +114,20 @@ function formatSize(n) {
     unit += 1;
   }
   return `${value < 9.95 ? value.toFixed(1) : Math.round(value)} ${units[unit]}`;
+}
+
+// "in 23 hours (25 Nov 2026, 04:24)": how long from now, by this device's clock, and when in
+// its own time zone.
+function formatExpiry(expires) {
+  const seconds = expires - Date.now() / 1000;
+  const count = (n, unit) => `${n} ${unit}${n === 1 ? "" : "s"}`;
+  let from;
+  if (seconds < 60) from = "in less than a minute";
+  else if (seconds < 2 * 3600) from = `in ${count(Math.round(seconds / 60), "minute")}`;
+  else if (seconds < 36 * 3600) from = `in ${count(Math.round(seconds / 3600), "hour")}`;
+  else from = `in ${count(Math.round(seconds / 86400), "day")}`;
+  const when = new Date(expires * 1000).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+  return `${from} (${when})`;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -215,7 +231,8 @@ async function call(url, options = {}) {
   return res;
 }
 
-// GET /links/ID/status: never uses a view. Returns { password, iterations }.
+// GET /links/ID/status: never uses a view. Returns { password, iterations, views, expires }
+// (views and expires null from a relay that does not say them).
 async function fetchStatus(id, fragment) {
   const res = await call(`/links/${id}/status`);
   if (res.status !== 200) throw new LinkFailure("error", MESSAGES.unexpected(res.status), true);
@@ -230,14 +247,17 @@ async function fetchStatus(id, fragment) {
   }
   // A fragment with a salt for a link without a password (or the reverse) is damaged.
   if (status.password !== (fragment.length === 48)) throw new LinkFailure("damaged", MESSAGES.incomplete);
-  if (!status.password) return { password: false, iterations: 0 };
+  // Shown only, never trusted for anything: a relay that lies here only misinforms.
+  const views = Number.isSafeInteger(status.views) && status.views >= 1 && status.views <= MAX_VIEWS ? status.views : null;
+  const expires = Number.isSafeInteger(status.expires) && status.expires > 0 ? status.expires : null;
+  if (!status.password) return { password: false, iterations: 0, views, expires };
   const n = status.iterations;
   // Refuse a weak setting (a relay must not be able to make a password cheap to guess) and an
   // absurd one (a relay must not be able to hang the browser).
   if (!Number.isSafeInteger(n) || n < MIN_ITERATIONS || n > MAX_ITERATIONS) {
     throw new LinkFailure("error", MESSAGES.unsupported);
   }
-  return { password: true, iterations: n };
+  return { password: true, iterations: n, views, expires };
 }
 
 // POST /links/ID/claim: uses one view. Returns { blob, viewsLeft (number or null) }.
@@ -291,6 +311,7 @@ function fail(error, retryStatus) {
   }
   setState(error.state, error.message);
   if (error.state !== "wrong" && error.state !== "error") forget();
+  show("details", settings !== null && (error.state === "wrong" || error.state === "error") && !retryStatus);
   show("retry-row", retryStatus && error.retry);
   const canClaimAgain = settings !== null && error.retry && !retryStatus;
   show("form", canClaimAgain);
@@ -336,10 +357,18 @@ async function start() {
     $("password-row").append(passwordInput);
     show("password-row", true);
   }
+  showDetails(settings);
   show("intro", true);
   show("form", true);
   setState("ready", settings.password ? MESSAGES.readyPassword : MESSAGES.ready);
   if (passwordInput) passwordInput.focus();
+}
+
+// Views left and expiry, before Reveal: the reader decides when to spend a view.
+function showDetails({ views, expires }) {
+  $("views-left").textContent = views === null ? "unknown" : MESSAGES.viewsBefore(views);
+  $("expires").textContent = expires === null ? "unknown" : formatExpiry(expires);
+  show("details", views !== null || expires !== null);
 }
 
 async function reveal() {
@@ -369,6 +398,7 @@ async function reveal() {
   forget();
   $("form").remove();
   show("intro", false);
+  show("details", false);
   showSecret(opened, viewsLeft);
 }
 

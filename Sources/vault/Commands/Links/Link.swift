@@ -63,7 +63,8 @@ struct LinkCreate: AsyncParsableCommand {
         } else {
             let all = try keystore.pinnedRelays()
             guard all.count == 1, let only = all.first else {
-                throw CLIError.unavailable(all.isEmpty ? "no relay is pinned" : "\(all.count) relays are pinned; say which",
+                let names = all.map(\.label.value).joined(separator: ", ")
+                throw CLIError.unavailable(all.isEmpty ? "no relay is pinned" : "\(all.count) relays are pinned (\(names)); say which",
                                             hint: all.isEmpty ? "pin one with: vault relay add NAME URL" : "give --relay NAME")
             }
             pinned = only
@@ -99,11 +100,13 @@ struct LinkOpen: AsyncParsableCommand {
             Checks as the page does: nothing is shown or kept unless all of it decrypts. A note \
             goes to standard output; a file is saved under its own name in the current \
             directory (never over a file), or to -o FILE. A wrong password uses no view. \
-            Needs no identity: anyone with the link can open it.
+            Needs no identity: anyone with the link can open it. Without LINK, or with -, the \
+            link is read from the terminal (not echoed) or from standard input: a command \
+            line is readable by every local user (/proc/PID/cmdline) while vault runs.
             """)
 
-    @Argument(help: ArgumentHelp("The link, URL/s/ID#KEY.", valueName: "link"))
-    var link: String
+    @Argument(help: ArgumentHelp("The link, URL/s/ID#KEY; - reads it from standard input; none asks on the terminal.", valueName: "link"))
+    var link: String?
 
     @Option(name: .shortAndLong, help: ArgumentHelp("Write the content here (- for standard output).", valueName: "file"))
     var output: String?
@@ -115,7 +118,7 @@ struct LinkOpen: AsyncParsableCommand {
     var passwordFile: String?
 
     func run() async throws {
-        let address = try LinkAddress(parsing: link)
+        let address = try LinkAddress(parsing: try Self.linkText(link))
         let sink = LinkSink(output: output, force: force)
         let (meta, left) = try await LinkClient.open(address, password: { status in
             guard status.password else { return nil }
@@ -126,6 +129,43 @@ struct LinkOpen: AsyncParsableCommand {
         Terminal.standardError("opened \(what)" + (destination.map { " into \($0)" } ?? "")
             + (left == 0 ? "; that was the last view: the relay has deleted it" : "; \(left) view\(left == 1 ? "" : "s") left"))
     }
+}
+
+extension LinkOpen {
+    /// The link: the argument, the first line of standard input (`-`), or typed on the
+    /// terminal without echo. The key is in the link, so the last two keep it off the
+    /// command line, which any local user can read while vault runs.
+    static func linkText(_ argument: String?) throws -> String {
+        switch argument {
+        case "-":
+            var bytes: [UInt8] = []
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            while bytes.count <= Self.longestLink, !bytes.contains(0x0A) {
+                let count = read(STDIN_FILENO, &chunk, chunk.count)
+                if count < 0 && errno == EINTR { continue }
+                guard count >= 0 else { throw VaultError.fileSystem(path: "standard input", reason: String(cString: strerror(errno))) }
+                if count == 0 { break }
+                bytes += chunk[0..<count]
+            }
+            let line = bytes.prefix { $0 != 0x0A }
+            guard !line.isEmpty else { throw CLIError.invalidInput("standard input holds no link") }
+            return String(decoding: line, as: UTF8.self)
+        case let link?:
+            return link
+        case nil:
+            do {
+                let typed = try Terminal.passphrase(prompt: "Link (not shown as you type or paste it): ")
+                guard typed.count > 0 else { throw CLIError.invalidInput("no link was typed") }
+                return typed.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+            } catch CLIError.noTerminal {
+                throw CLIError.unavailable("no link given, and no terminal to ask for it on",
+                                            hint: "give it on standard input: vault link open - < FILE (a link given as an argument is visible to every local user)")
+            }
+        }
+    }
+
+    /// A link is at most this long (LinkAddress's bound); a longer line is refused there.
+    private static let longestLink = 4096
 }
 
 /// Where `vault link open` puts what it opens, shown or kept only once all of it
@@ -157,7 +197,7 @@ final class LinkSink {
         if let file { return try file.write(bytes) }
         heldBytes += bytes.count
         guard heldBytes <= Self.largestNote else {
-            throw CLIError.unavailable("the content is over \(Self.largestNote) bytes, too much to hold for the terminal",
+            throw CLIError.unavailable("the content is over \(ByteCount.limit(UInt64(Self.largestNote))), too much to hold for the terminal",
                                         hint: "give -o FILE")
         }
         held.append(SecureBytes(copying: bytes.bindMemory(to: UInt8.self)))
@@ -184,9 +224,12 @@ struct LinkList: AsyncParsableCommand {
     func run() async throws {
         let keystore = try home.openKeystore()
         let links = try keystore.keptLinks(now: UInt64(Date().timeIntervalSince1970))
-        if links.isEmpty { Terminal.standardError("no links") }
+        guard !links.isEmpty else {
+            Terminal.standardError("no links; 'vault link create' makes one")
+            return
+        }
+        var rows = [["ID", "RELAY", "TYPE", "SIZE", "EXPIRES", "VIEWS"]]
         for link in links {
-            let id = Base64URL.encode(link.id)
             var left: String
             do {
                 if let info = try await LinkClient.info(base: link.relayURL, id: link.id, token: link.deleteToken) {
@@ -198,7 +241,12 @@ struct LinkList: AsyncParsableCommand {
             } catch {
                 left = "unknown: \(Report.words(for: error))"
             }
-            print("\(id)\t\(link.relayLabel)\t\(link.kind)\t\(link.size) B\t\(left)\tuntil \(Self.date(link.expiresAt))")
+            rows.append([Base64URL.encode(link.id), link.relayLabel, link.kind, ByteCount.text(link.size), Self.date(link.expiresAt), left])
+        }
+        // Columns as the other lists have them; the last (words of any length) is not padded.
+        let widths = (0..<rows[0].count - 1).map { column in rows.map { $0[column].count }.max()! }
+        for row in rows {
+            print(zip(row, widths).map { $0 + String(repeating: " ", count: $1 - $0.count) + "  " }.joined() + row[row.count - 1])
         }
     }
 

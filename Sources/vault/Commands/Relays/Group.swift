@@ -113,7 +113,7 @@ struct GroupList: ParsableCommand {
         let keystore = try home.openKeystore()
         let own = try keystore.identityInfo().card
         for record in try keystore.groups() {
-            let owner = record.member(signingKey: record.owner.signingKey)?.label.value ?? record.owner.shortFingerprint
+            let owner = record.member(signingKey: record.owner.signingKey)?.label.value ?? record.owner.fingerprint
             print("\(record.idHex.prefix(8))\t\(record.name)\t\(record.members.count) members\t\(record.relays.count) relays\towner \(record.owner == own ? "you" : owner)")
         }
     }
@@ -133,8 +133,8 @@ struct GroupShow: ParsableCommand {
         print("id       \(record.idHex)")
         print("version  \(record.version)")
         print("owner    \(record.owner.fingerprint)")
-        for relay in record.relays { print("relay    \(relay.name)\t\(relay.url)\t\(relay.card.shortFingerprint)") }
-        for member in record.members { print("member   \(member.label)\t\(member.card.shortFingerprint)") }
+        for relay in record.relays { print("relay    \(relay.name)\t\(relay.url)\t\(relay.card.fingerprint)") }
+        for member in record.members { print("member   \(member.label)\t\(member.card.fingerprint)") }
     }
 }
 

@@ -42,17 +42,17 @@ struct RelayServe: AsyncParsableCommand {
     @Option(help: ArgumentHelp("The longest time to live a message may ask for (e.g. 7d, 12h, 30m).", valueName: "duration"))
     var maxTtl: String = "7d"
 
-    @Option(help: ArgumentHelp("The longest message share, in bytes (at most 1 GiB).", valueName: "bytes"))
-    var maxMessage: UInt64 = 64 << 20
+    @Option(help: ArgumentHelp("The longest message share, 1 KiB to 1 GiB (bytes, or e.g. 64MiB).", valueName: "size"))
+    var maxMessage = SizeArgument(64 << 20)
 
-    @Option(help: ArgumentHelp("The most bytes of unexpired messages one group may keep.", valueName: "bytes"))
-    var groupQuota: UInt64 = 1 << 30
+    @Option(help: ArgumentHelp("The most of unexpired messages one group may keep (bytes, or e.g. 1GiB).", valueName: "size"))
+    var groupQuota = SizeArgument(1 << 30)
 
-    @Option(help: ArgumentHelp("The largest share link, in bytes (at most 1 GiB).", valueName: "bytes"))
-    var maxLink: UInt64 = 32 << 20
+    @Option(help: ArgumentHelp("The largest share link, 1 KiB to 1 GiB (bytes, or e.g. 32MiB).", valueName: "size"))
+    var maxLink = SizeArgument(32 << 20)
 
-    @Option(help: ArgumentHelp("The most bytes of unexpired share links, all together.", valueName: "bytes"))
-    var linkQuota: UInt64 = 1 << 30
+    @Option(help: ArgumentHelp("The most of unexpired share links, all together (bytes, or e.g. 1GiB).", valueName: "size"))
+    var linkQuota = SizeArgument(1 << 30)
 
     @Option(help: ArgumentHelp("Share links one client address may create a minute.", valueName: "n"))
     var linksPerMinute: UInt64 = 60
@@ -85,22 +85,28 @@ struct RelayServe: AsyncParsableCommand {
         default: throw ValidationError("--tls-cert and --tls-key go together")
         }
         configuration.maximumTTL = try Duration.seconds(maxTtl)
-        guard maxMessage >= 1024, maxMessage <= IncomingMessageShare.largest else {
-            throw ValidationError("--max-message is 1024 to \(IncomingMessageShare.largest) bytes")
+        guard maxMessage.bytes >= 1024, maxMessage.bytes <= IncomingMessageShare.largest else {
+            throw ValidationError("--max-message is 1 KiB to \(ByteCount.limit(IncomingMessageShare.largest))")
         }
-        configuration.maximumMessage = maxMessage
-        configuration.groupQuota = groupQuota
-        guard maxLink >= 1024, maxLink <= LinkClient.largestBlob else { throw ValidationError("--max-link is 1024 to \(LinkClient.largestBlob) bytes") }
+        configuration.maximumMessage = maxMessage.bytes
+        configuration.groupQuota = groupQuota.bytes
+        guard maxLink.bytes >= 1024, maxLink.bytes <= LinkClient.largestBlob else {
+            throw ValidationError("--max-link is 1 KiB to \(ByteCount.limit(LinkClient.largestBlob))")
+        }
         guard linksPerMinute >= 1, linksPerMinute <= 100_000 else { throw ValidationError("--links-per-minute is 1 to 100000") }
-        configuration.maximumLink = maxLink
-        configuration.linkQuota = linkQuota
+        configuration.maximumLink = maxLink.bytes
+        configuration.linkQuota = linkQuota.bytes
         configuration.linksPerMinute = Double(linksPerMinute)
         guard sweepInterval >= 1 else { throw ValidationError("--sweep-interval is at least 1") }
         configuration.sweepInterval = sweepInterval
+        let limits = "messages up to \(DurationText.text(configuration.maximumTTL)) and \(ByteCount.limit(configuration.maximumMessage)) a share, "
+            + "\(ByteCount.limit(configuration.groupQuota)) a group; links up to \(ByteCount.limit(configuration.maximumLink)), "
+            + "\(ByteCount.limit(configuration.linkQuota)) in all"
         try await RelayServer.run(configuration) { listening in
             print("vault relay: listening on \(listening.url)")
             print("card         \(listening.card.text)")
             print("fingerprint  \(listening.card.fingerprint)")
+            print("limits       \(limits)")
             fflush(stdout)
         }
     }
@@ -148,7 +154,8 @@ struct RelayAdd: AsyncParsableCommand {
             pinned = shown
         }
         try keystore.pinRelay(label: label, url: base, card: pinned)
-        Terminal.standardError("pinned relay '\(label)' at \(base) (fingerprint \(pinned.fingerprint); keeps messages up to \(info.maxTTL) s)")
+        Terminal.standardError("pinned relay '\(label)' at \(base) (fingerprint \(pinned.fingerprint); "
+            + "keeps messages up to \(DurationText.text(info.maxTTL)), shares up to \(ByteCount.limit(info.maxMessage)))")
     }
 }
 
@@ -161,7 +168,7 @@ struct RelayList: ParsableCommand {
         let relays = try home.openKeystore().pinnedRelays()
         if relays.isEmpty { Terminal.standardError("no relays pinned: 'vault relay add NAME URL' pins one") }
         for relay in relays {
-            print("\(relay.label)\t\(relay.url)\t\(relay.card.shortFingerprint)")
+            print("\(relay.label)\t\(relay.url)\t\(relay.card.fingerprint)")
         }
     }
 }
@@ -201,7 +208,7 @@ struct RelayCheck: AsyncParsableCommand {
                                      words: "it shows another card than the pinned one (fingerprint \(card.fingerprint))")
                 }
                 let skew = Int64(bitPattern: info.time &- UInt64(Date().timeIntervalSince1970))
-                print("\(relay.label)\tok\t\(relay.card.shortFingerprint)\tclock skew \(skew) s")
+                print("\(relay.label)\tok\t\(relay.card.fingerprint)\tclock skew \(skew) s")
             } catch {
                 failed += 1
                 print("\(relay.label)\tfailed\t\(Report.words(for: error))")
@@ -211,15 +218,13 @@ struct RelayCheck: AsyncParsableCommand {
     }
 }
 
-/// Durations on the command line: 90, 90s, 30m, 12h, 7d.
+/// Durations on the command line: 90, 90s, 30m, 12h, 7d (``DurationText``, which also
+/// prints them).
 enum Duration {
     static func seconds(_ text: String) throws -> UInt64 {
-        let units: [Character: UInt64] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
-        let unit = text.last.flatMap { units[$0] }
-        // Bounded after the unit: "315360000d" is not ten years.
-        guard let value = UInt64(unit == nil ? text : String(text.dropLast())), value > 0, value <= 10 * 365 * 86400 / (unit ?? 1) else {
+        guard let seconds = DurationText.seconds(text) else {
             throw ValidationError("'\(text)' is not a duration of at most 10 years: write 90s, 30m, 12h or 7d")
         }
-        return value * (unit ?? 1)
+        return seconds
     }
 }

@@ -10,7 +10,8 @@ struct Send: AsyncParsableCommand {
             The secret is encrypted and split into one share per relay: any K rebuild it, and \
             fewer reveal nothing; each relay's share of the key is sealed to every recipient. \
             It succeeds when at least S relays stored their share (default K = max(2, ⌈n/2⌉), \
-            S = K + 1 where n allows).
+            S = K), with a warning naming each relay that did not. A send that fails before K \
+            relays stored it is deleted from them and gives its numbers back.
             """)
 
     @OptionGroup var home: HomeOption
@@ -62,16 +63,29 @@ struct Send: AsyncParsableCommand {
         guard !recipients.isEmpty else { throw CLIError.invalidInput("the group has no other member to send to") }
         let n = record.relays.count
         let k = threshold ?? max(2, (n + 1) / 2)
-        let s = minRelays ?? min(n, k + 1)
+        // S = K by default: what K relays stored, the recipients read; a relay down must not
+        // fail a send they receive (a retry would then deliver it twice).
+        let s = minRelays ?? k
         guard k >= 2, k <= n else { throw ValidationError("--threshold is 2 to \(n), the group's relays") }
         guard s >= k, s <= n else { throw ValidationError("--min-relays is \(k) to \(n)") }
         let lifetime = try Duration.seconds(ttl)
         let identity = try keys.unlock(keystore)
         let content = try secretContent(type: secretType, file: file)
-        let report = try await Messenger.send(content, type: secretType, metadata: try fields.metadata(for: secretType, file: file), group: record,
+        let report: SendReport
+        do {
+            report = try await Messenger.send(content, type: secretType, metadata: try fields.metadata(for: secretType, file: file), group: record,
                                               to: recipients, threshold: k, minimumRelays: s, lifetime: lifetime,
                                               deleteWhenConfirmed: deleteWhenRead, keystore: keystore, identity: identity)
+        } catch let failure as SendFailure {
+            throw CLIError.unavailable(failure.description, hint: failure.hint)
+        }
         for refusal in report.refused { Terminal.standardError("vault: warning: \(refusal)") }
+        if !report.refused.isEmpty {
+            let missing = report.refused.map(\.relay).joined(separator: ", ")
+            let stored = report.accepted.count
+            Terminal.standardError("vault: warning: stored on \(stored) of \(n) relays, not on \(missing)"
+                                   + (stored == k ? ": the recipients need all \(stored) of those to read it" : ""))
+        }
         if let notKept = report.notKept { Terminal.standardError("vault: warning: not kept for resend requests: \(notKept)") }
         let numbered = report.sequences.map { "\($0.label) #\($0.sequence)" }.joined(separator: ", ")
         Terminal.standardError("sent \(report.messageID.hex.prefix(8)) to \(numbered): \(k) of \(n) relays rebuild it, \(report.accepted.count) stored it")
@@ -132,17 +146,53 @@ struct Receive: AsyncParsableCommand {
             for resent in report.resent {
                 Terminal.standardError("resent #\(resent.listed) to \(resent.member) in \(resent.group), as asked")
             }
+            for declined in report.declined {
+                Terminal.standardError("told \(declined.member) in \(declined.group) that #\(declined.listed) will not come "
+                                       + "(no longer kept here: expired, failed to send, or sent with other relays)")
+            }
+            for closed in report.closed {
+                Terminal.standardError("from \(closed.member) in \(closed.group), #\(closed.listed) will not come: closed by the sender "
+                                       + "(a send that failed, or a message it no longer keeps)")
+            }
             SyncRun.show(report.sync, quietWhenIdle: true)
             await HolderRun.finish(&report.holders, keystore: keystore, identity: identity)
             if !follow {
-                if report.received.isEmpty && report.resent.isEmpty && report.sync.isEmpty && report.holders.isEmpty {
+                if report.received.isEmpty && report.resent.isEmpty && report.declined.isEmpty && report.closed.isEmpty && report.sync.isEmpty
+                    && report.holders.isEmpty {
                     Terminal.standardError("no new messages")
                 }
+                if let hint = try Self.setUpHint(keystore) { Terminal.standardError("vault: hint: \(hint)") }
                 break
             }
             pause = report.received.isEmpty ? min(60, pause * 2) : 2
             try await Task.sleep(for: .seconds(pause))
         } while true
+    }
+}
+
+extension Receive {
+    /// What to do when this identity is in no group, so that receiving can find nothing:
+    /// pin relays, then create a group or be added to one. Names the relays and peers it has.
+    static func setUpHint(_ keystore: Keystore) throws -> String? {
+        guard try keystore.groups().isEmpty else { return nil }
+        let relays = try keystore.pinnedRelays().map(\.label.value)
+        let peers = try keystore.peers().map(\.label.value)
+        func list(_ names: [String]) -> String {
+            let joined = names.joined(separator: ",")
+            return joined.contains(" ") ? "'\(joined)'" : joined
+        }
+        let members = peers.isEmpty ? "LABEL" : list(peers)
+        let ask = "or ask a group's owner to add you"
+        switch relays.count {
+        case 0:
+            return "you pin no relay and are in no group: pin one with 'vault relay add NAME URL', then create a group "
+                + "('vault group create NAME --relays R1,R2 --members \(members)') \(ask)"
+        case 1:
+            return "you are in no group: a group needs 2 relays or more; pin another with 'vault relay add NAME URL', then "
+                + "create one ('vault group create NAME --relays \(list(relays)),R2 --members \(members)') \(ask)"
+        default:
+            return "you are in no group: create one with 'vault group create NAME --relays \(list(relays)) --members \(members)' \(ask)"
+        }
     }
 }
 

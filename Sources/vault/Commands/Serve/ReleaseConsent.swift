@@ -50,8 +50,10 @@ enum RequestWords {
     /// `release request ID: 'alice' asks for piece 2 of note 1a2b… (the safe), relays of team; approve with 'vault approve ID' within 120 s`
     static func logLine(_ request: ReleaseApprovals.Request) -> String {
         let left = Int(request.expires.timeIntervalSince(request.asked).rounded())
+        // Seconds for a request over the LAN; a date for one through relays, which waits days.
+        let until = left < 3600 ? "within \(left) s" : "by \(DateWords.short(request.expires))"
         return "\(request.kind == "share" ? "share offer" : "release request") \(request.id): \(summary(request)); "
-            + "approve with 'vault approve \(request.id)' within \(left) s"
+            + "approve with 'vault approve \(request.id)' \(until)"
     }
 
     /// Who asks for what, and how it came.
