@@ -127,8 +127,9 @@ let package = Package(
         .testTarget(
             name: "vaultTests",
             // GRDB to run SQLite's integrity check on keystores left by killed processes and to alter a
-            // relay's stored share; VaultRelayProtocol to sign requests by hand.
-            dependencies: ["VaultCore", "VaultRelayProtocol", "VaultTestSupport", .product(name: "GRDB", package: "GRDB.swift")],
+            // relay's stored share; VaultRelayProtocol to sign requests by hand; VaultRelayClient to
+            // send holder messages no command would (a replayed or redirected request).
+            dependencies: ["VaultCore", "VaultRelayProtocol", "VaultRelayClient", "VaultTestSupport", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: strict
         ),
     ]

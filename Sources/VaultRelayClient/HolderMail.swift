@@ -131,8 +131,11 @@ public enum HolderMail {
     public static func collect(keystore: Keystore, identity: Identity, groups: [GroupRecord]? = nil) async -> HolderReport {
         var report = ReceiveReport()
         do {
+            // In no group, nothing to fetch, and nothing made on disk.
+            let groups = try groups ?? keystore.groups()
+            guard !groups.isEmpty else { return report.holders }
             let spool = try Spool(home: keystore.home)
-            for group in try groups ?? keystore.groups() {
+            for group in groups {
                 let connections = group.relays.map { RelayConnection($0, identity: identity) }
                 var listed: [[UInt8]: [Int]] = [:]
                 var order: [[UInt8]] = []

@@ -1,7 +1,8 @@
 import Foundation
 import GRDB
 import Testing
-import VaultCore
+@testable import VaultCore
+@testable import VaultRelayClient
 import VaultTestSupport
 
 /// Holders in other cities (issue 33): three relays on loopback, and people who trust each
@@ -211,5 +212,50 @@ final class HoldersWorld {
         #expect(try w["carol"].ok("secrets", "show", id).contains("alice-new (index 0)  approved"))
         serve.signal(SIGTERM)
         #expect(serve.finish().status == 0)
+    }
+
+    /// Requests that no command would send, made by alice's own keys in this process: one
+    /// for bob's piece sent to carol (redirected), and one sent twice in two messages
+    /// (replayed). Each holder refuses and says which check refused; the requester is told.
+    @Test func replayedAndRedirectedRequestsAreRefusedAndSaid() async throws {
+        let w = try HoldersWorld(["alice", "bob", "carol"])
+        let id = try w.share("the boat leaves at six", with: ["bob", "carol"])
+        let keystore = try Keystore.open(home: VaultHome(directory: w["alice"].vault.home))
+        let identity = try keystore.unlock(passphrase: nil)
+        let own = try keystore.secret(matching: id)
+        let group = try keystore.group(named: "friends")
+        let bob = try keystore.peer(named: "bob"), carol = try keystore.peer(named: "carol")
+        let recovery = try keystore.startRecovery(dealer: own.header.dealer, secretID: own.header.secretID, holdsShare: true,
+                                                  identity: identity, lifetime: 3600)
+        func request(for holder: Peer) throws -> RelayPieceRequest {
+            try RelayPieceRequest.make(secretID: own.header.secretID, dealer: own.header.dealer, holder: holder.card, own: own,
+                                       identity: identity, replyKey: recovery.replyPublicKey, lifetime: 3600)
+        }
+        func send(_ request: RelayPieceRequest, to holder: Peer) async throws {
+            let stored = try await HolderMail.send(to: holder.card, in: group, lifetime: 3600, keystore: keystore, identity: identity) { emit in
+                try HolderRecord.pieceRequest(request).withUnsafeBytes(emit)
+            }
+            #expect(stored == 3)
+        }
+
+        // Bob's request, carried to carol.
+        try await send(try request(for: bob), to: carol)
+        let atCarol = try w["carol"].vault.run("receive")
+        #expect(atCarol.stderr.contains("refused a piece request from 'alice': the request was made for another holder"), "\(atCarol.stderr)")
+        #expect(try w["carol"].ok("requests").isEmpty)
+
+        // One request, twice: the second is a replay.
+        let once = try request(for: bob)
+        try await send(once, to: bob)
+        try await send(once, to: bob)
+        let atBob = try w["bob"].vault.run("receive")
+        #expect(atBob.stderr.contains("release request"), "\(atBob.stderr)")
+        #expect(atBob.stderr.contains("refused a piece request from 'alice': the holder has answered this request before (a replay)"),
+                "\(atBob.stderr)")
+        #expect(try w["bob"].ok("requests").split(separator: "\n").count == 1)
+
+        // Alice hears of both refusals; neither answers a request of hers that is under way.
+        let atAlice = try w["alice"].vault.run("receive")
+        #expect(atAlice.stderr.contains("refused an answer to no request under way here"), "\(atAlice.stderr)")
     }
 }

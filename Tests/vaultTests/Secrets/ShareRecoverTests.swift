@@ -198,8 +198,13 @@ final class Circle {
         let list = try circle["bob"].ok("secrets", "list")
         #expect(list.contains(String(id.prefix(16))) && list.contains("door code") && list.contains("2/3"))
         let show = try circle["bob"].ok("secrets", "show", String(id.prefix(6)))
-        #expect(show.contains("holders      alice, bob, carol"))
-        #expect(show.contains("dealer       alice ("))
+        #expect(show.contains("labels       alice, bob, carol"))
+        #expect(show.contains("holders      alice (index 1)\n             carol (index 3)\n"), "\(show)")
+        #expect(show.contains("dealer       'alice' ("))
+        // The dealer sees where each share went (here: files handed over by hand).
+        let dealt = try circle["alice"].ok("secrets", "show", String(id.prefix(6)))
+        #expect(dealt.contains("bob (index 2)  not yet reached (file "), "\(dealt)")
+        #expect(try circle["bob"].ok("secrets", "list").contains("alice           door code"))
         let json = try JSONSerialization.jsonObject(with: Data(circle["alice"].ok("secrets", "list", "--json").utf8)) as! [[String: Any]]
         #expect(json.first?["name"] as? String == "door" && json.first?["role"] as? String == "dealer")
         #expect(try circle["bob"].fails("secrets", "rm", id).contains("needs confirmation"))
