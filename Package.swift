@@ -24,6 +24,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl", exact: "2.37.6"),
         .package(url: "https://github.com/swift-server/async-http-client", exact: "1.37.0"),
         .package(url: "https://github.com/vapor/postgres-nio", exact: "1.33.2"),
+        // Hummingbird's own lifecycle: a relay shutting down answers its waiting lists at once.
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", exact: "2.13.0"),
     ],
     targets: [
         // System libraries (Debian -dev packages, found through pkg-config).
@@ -78,6 +80,7 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             // The share-link page, built into the binary (LinkPage).
@@ -127,9 +130,11 @@ let package = Package(
         .testTarget(
             name: "vaultTests",
             // GRDB to run SQLite's integrity check on keystores left by killed processes and to alter a
-            // relay's stored share; VaultRelayProtocol to sign requests by hand; VaultRelayClient to
-            // send holder messages no command would (a replayed or redirected request).
-            dependencies: ["VaultCore", "VaultRelayProtocol", "VaultRelayClient", "VaultTestSupport", .product(name: "GRDB", package: "GRDB.swift")],
+            // relay's stored share; VaultRelayProtocol to sign requests by hand; VaultRelayClient for
+            // the waiting list's client function and to send holder messages no command would (a
+            // replayed or redirected request).
+            dependencies: ["VaultCore", "VaultRelayProtocol", "VaultRelayClient", "VaultTestSupport",
+                           .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: strict
         ),
     ]

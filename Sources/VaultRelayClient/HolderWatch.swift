@@ -5,7 +5,7 @@ import VaultCore
 /// requests and answers as they arrive, and sends the answers of requests decided here, so
 /// that nobody has to run `vault receive` for a friend's request to reach its person.
 ///
-/// It waits on the relays (``RelayMail/waitForMail``), which answer as soon as something
+/// It waits on the relays (waiting lists, Docs/RELAY.md), which answer as soon as something
 /// arrives for this identity, and is woken at once when a request is decided here.
 public final class HolderWatch: @unchecked Sendable {
     private let keystore: Keystore
@@ -25,23 +25,22 @@ public final class HolderWatch: @unchecked Sendable {
 
     /// Watches until cancelled.
     public func run() async {
-        var cursors = RelayMail.Cursors()
         while !Task.isCancelled {
-            var pass = await HolderMail.collect(keystore: keystore, identity: identity)
+            let groups = (try? keystore.groups()) ?? []
+            // Before the pass: what comes during it ends the wait below at once.
+            let cursors = await RelayMail.latest(groups: groups, identity: identity)
+            var pass = await HolderMail.collect(keystore: keystore, identity: identity, groups: groups)
             await HolderMail.answerDecided(keystore: keystore, identity: identity, report: &pass)
             if !pass.isEmpty { report(pass) }
             // Until something arrives for this identity on any relay of its groups, or a
             // decision here needs sending.
             await withTaskGroup(of: Void.self) { waiting in
-                let groups = (try? keystore.groups()) ?? []
                 let identity = identity
-                let start = cursors
-                waiting.addTask { await RelayMail.waitForMail(groups: groups, identity: identity, cursors: start) }
+                waiting.addTask { await RelayMail.waitForMail(groups: groups, identity: identity, after: cursors) }
                 waiting.addTask { [wakeup] in await wakeup.wait() }
                 _ = await waiting.next()
                 waiting.cancelAll()
             }
-            cursors = await RelayMail.latest(groups: (try? keystore.groups()) ?? [], identity: identity, after: cursors)
         }
     }
 }

@@ -69,8 +69,10 @@ public struct RelayConnection: Sendable {
         return (info, card)
     }
 
-    /// A signed request with a small body; returns the status and the checked body.
-    func send(_ method: HTTPMethod, _ path: String, body: [UInt8] = [], limit: Int = 1 << 20) async throws -> (Int, [UInt8]) {
+    /// A signed request with a small body; returns the status and the checked body. `waiting`
+    /// for a request the relay may hold (a waiting list), within `deadline`.
+    func send(_ method: HTTPMethod, _ path: String, body: [UInt8] = [], limit: Int = 1 << 20,
+              deadline: TimeAmount = RelayHTTPClient.smallDeadline, waiting: Bool = false) async throws -> (Int, [UInt8]) {
         let nonce = SecureRandom().bytes(RequestSignature.nonceLength)
         var request = HTTPClientRequest(url: url + path)
         request.method = method
@@ -79,7 +81,7 @@ public struct RelayConnection: Sendable {
             request.headers.add(name: field, value: value)
         }
         if !body.isEmpty { request.body = .bytes(body) }
-        let (status, headers, answer) = try await Self.exchange(request, relay: name, limit: limit)
+        let (status, headers, answer) = try await Self.exchange(request, relay: name, limit: limit, deadline: deadline, waiting: waiting)
         try Self.verify(headers: headers, status: status, body: answer, nonce: nonce, card: card, relay: name)
         return (status, answer)
     }
@@ -141,8 +143,8 @@ public struct RelayConnection: Sendable {
 
     /// Sends `request` and reads the whole answer, at most `limit` bytes; checks nothing.
     static func exchange(_ request: HTTPClientRequest, relay: String, limit: Int = 1 << 20,
-                         deadline: TimeAmount = RelayHTTPClient.smallDeadline) async throws -> (Int, HTTPHeaders, [UInt8]) {
-        let response = try await RelayHTTPClient.execute(request, relay: relay, deadline: deadline)
+                         deadline: TimeAmount = RelayHTTPClient.smallDeadline, waiting: Bool = false) async throws -> (Int, HTTPHeaders, [UInt8]) {
+        let response = try await RelayHTTPClient.execute(request, relay: relay, deadline: deadline, waiting: waiting)
         var body: [UInt8] = []
         for try await buffer in response.body {
             guard body.count + buffer.readableBytes <= limit else {

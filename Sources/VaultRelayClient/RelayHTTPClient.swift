@@ -3,6 +3,7 @@ import Foundation
 import NIOCore
 import NIOSSL
 import VaultCore
+import VaultRelayProtocol
 
 /// The one HTTP client every relay connection shares.
 ///
@@ -17,7 +18,12 @@ enum RelayHTTPClient {
     static let trustVariable = "VAULT_RELAY_CA"
 
     /// The client, or why the trust file cannot be used (asked for, so never ignored).
-    private static let configured: Result<HTTPClient, TrustFailure> = {
+    private static let configured = make(readTimeout: readTimeout)
+    /// The client of waiting lists (`GET /v1/messages?wait=S`), which a relay answers only
+    /// after up to S seconds of silence.
+    private static let waiting = make(readTimeout: waitingReadTimeout)
+
+    private static func make(readTimeout: TimeAmount) -> Result<HTTPClient, TrustFailure> {
         var configuration = HTTPClient.Configuration()
         configuration.connectionPool.retryConnectionEstablishment = false
         // A relay that stops sending for this long is stalled, whatever the body's size.
@@ -38,20 +44,22 @@ enum RelayHTTPClient {
             configuration.tlsConfiguration = tls
         }
         return .success(HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration))
-    }()
+    }
 
-    /// The shared client; throws when `VAULT_RELAY_CA` names a file of no certificates.
-    static func client(relay: String) throws -> HTTPClient {
-        switch configured {
+    /// The shared client (the waiting one for a waiting list); throws when `VAULT_RELAY_CA`
+    /// names a file of no certificates.
+    static func client(relay: String, waiting: Bool = false) throws -> HTTPClient {
+        switch waiting ? Self.waiting : configured {
         case .success(let client): return client
         case .failure(let failure): throw RelayError(relay: relay, code: "tls", words: failure.description)
         }
     }
 
     /// Sends `request` to the relay named `relay` (for errors); a relay that cannot be
-    /// reached is a ``RelayError`` in words.
-    static func execute(_ request: HTTPClientRequest, relay: String, deadline: TimeAmount = smallDeadline) async throws -> HTTPClientResponse {
-        let client = try client(relay: relay)
+    /// reached is a ``RelayError`` in words. `waiting` for a waiting list.
+    static func execute(_ request: HTTPClientRequest, relay: String, deadline: TimeAmount = smallDeadline,
+                        waiting: Bool = false) async throws -> HTTPClientResponse {
+        let client = try client(relay: relay, waiting: waiting)
         do {
             return try await client.execute(request, timeout: deadline)
         } catch {
@@ -63,6 +71,8 @@ enum RelayHTTPClient {
 
     static let connectTimeout = TimeAmount.seconds(5)
     static let readTimeout = TimeAmount.seconds(30)
+    /// A waiting list's silence: its longest wait and the small deadline's margin.
+    static let waitingReadTimeout = TimeAmount.seconds(Int64(RelayAPI.waits.upperBound)) + smallDeadline
     /// The deadline of a request with a small body (`/card`, groups, lists, confirms).
     static let smallDeadline = TimeAmount.seconds(30)
     /// The deadline of a streamed message share: generous, as the read timeout above

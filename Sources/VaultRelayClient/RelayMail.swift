@@ -1,16 +1,75 @@
 import Foundation
 import VaultCore
 
-/// Waiting for what the relays of a user's groups hold for it.
+/// Waiting for what the relays of a user's groups hold for it, without polling: each relay
+/// holds a waiting list (``RelayConnection/messages(after:wait:)``) until something for this
+/// identity is stored there.
 enum RelayMail {
-    /// Per relay (by card fingerprint): the last message listed.
+    /// Per relay (by its card's fingerprint): the cursor of the last message it listed.
     typealias Cursors = [String: Int64]
 
-    /// Returns once something may have arrived.
-    static func waitForMail(groups: [GroupRecord], identity: Identity, cursors: Cursors) async {
-        try? await Task.sleep(for: .seconds(2))
+    /// How long one waiting list is held: a relay answers at the latest after this, and the
+    /// watch looks again.
+    static let wait = 25
+
+    /// The relays of `groups`, each once.
+    private static func connections(_ groups: [GroupRecord], identity: Identity) -> [String: RelayConnection] {
+        var connections: [String: RelayConnection] = [:]
+        for group in groups {
+            for relay in group.relays where connections[relay.card.fingerprint] == nil {
+                connections[relay.card.fingerprint] = RelayConnection(relay, identity: identity)
+            }
+        }
+        return connections
     }
 
-    /// The cursors after what the relays list now.
-    static func latest(groups: [GroupRecord], identity: Identity, after cursors: Cursors) async -> Cursors { cursors }
+    /// The cursors after what each relay lists now. Taken before a pass reads the relays:
+    /// whatever comes during the pass then ends the next wait at once.
+    static func latest(groups: [GroupRecord], identity: Identity) async -> Cursors {
+        await withTaskGroup(of: (String, Int64?).self) { tasks in
+            for (fingerprint, connection) in connections(groups, identity: identity) {
+                tasks.addTask {
+                    var cursor: Int64 = 0
+                    // Pages of 500, at most a few: a watcher that cannot catch up waits less.
+                    for _ in 0..<8 {
+                        guard let (_, last) = try? await connection.messages(after: cursor), let last else { break }
+                        cursor = last
+                    }
+                    return (fingerprint, cursor)
+                }
+            }
+            var cursors: Cursors = [:]
+            for await (fingerprint, cursor) in tasks { cursors[fingerprint] = cursor }
+            return cursors
+        }
+    }
+
+    /// Returns once any relay of `groups` lists something after its cursor, or its waiting
+    /// list ends (``wait`` seconds), or `until`. A relay that cannot be reached is waited
+    /// out rather than asked again at once.
+    static func waitForMail(groups: [GroupRecord], identity: Identity, after cursors: Cursors, until: Date = .distantFuture) async {
+        let left = until.timeIntervalSinceNow
+        guard left > 0 else { return }
+        let seconds = max(1, min(wait, Int(left.rounded(.up))))
+        let relays = connections(groups, identity: identity)
+        guard !relays.isEmpty else {
+            try? await Task.sleep(for: .seconds(seconds))
+            return
+        }
+        let end = Date().addingTimeInterval(TimeInterval(seconds))
+        await withTaskGroup(of: Void.self) { tasks in
+            for (fingerprint, connection) in relays {
+                tasks.addTask {
+                    let heard = try? await connection.messages(after: cursors[fingerprint] ?? 0, wait: seconds)
+                    // Nothing heard (down, or too busy to hold the list, or its time was up):
+                    // this relay ends the wait only at its end.
+                    if heard?.messages.isEmpty ?? true, end.timeIntervalSinceNow > 0 {
+                        try? await Task.sleep(for: .milliseconds(Int(end.timeIntervalSinceNow * 1000)))
+                    }
+                }
+            }
+            _ = await tasks.next()
+            tasks.cancelAll()
+        }
+    }
 }

@@ -66,10 +66,20 @@ public final class RemoteRecovery {
     /// Takes what the relays hold for this identity now (answers, and anything else for a
     /// holder), and reads the recovery again.
     public func collect() async -> HolderReport {
-        let report = await HolderMail.collect(keystore: keystore, identity: identity)
+        let groups = (try? keystore.groups()) ?? []
+        cursors = await RelayMail.latest(groups: groups, identity: identity)
+        let report = await HolderMail.collect(keystore: keystore, identity: identity, groups: groups)
         try? reload()
         return report
     }
+
+    /// Waits until the relays list something new for this identity since the last
+    /// ``collect()``, or `until`.
+    public func waitForAnswers(until: Date) async {
+        await RelayMail.waitForMail(groups: (try? keystore.groups()) ?? [], identity: identity, after: cursors, until: until)
+    }
+
+    private var cursors: RelayMail.Cursors = [:]
 
     /// Reads the recovery again (a serve's watch may have taken answers meanwhile).
     public func reload() throws {

@@ -66,17 +66,26 @@ public enum RelayAPI {
         }
     }
 
-    /// `GET /v1/messages?after=CURSOR&limit=N`.
+    /// `GET /v1/messages?after=CURSOR&limit=N[&wait=S]`.
+    ///
+    /// A cursor is a non-negative integer that orders messages as the relay finished storing
+    /// them; `after=C` lists those after C. It is never reused, so a client that keeps the
+    /// last one it saw asks later for what came since.
     public struct Messages: Codable, Sendable {
-        /// Up to `limit` messages, oldest first.
+        /// Up to `limit` messages, in cursor order.
         public let messages: [MessageEntry]
-        /// Where the next page starts, when there is one.
+        /// When the page is full: the cursor of its last message, in decimal digits (a JSON
+        /// string), where the next page starts.
         public let next: String?
+        /// The cursor of the last message listed (a JSON number), whether or not the page is
+        /// full; absent when none is.
+        public let last: Int64?
 
         /// The body.
-        public init(messages: [MessageEntry], next: String?) {
+        public init(messages: [MessageEntry], next: String?, last: Int64?) {
             self.messages = messages
             self.next = next
+            self.last = last
         }
     }
 
@@ -114,4 +123,8 @@ public enum RelayAPI {
 
     /// The most messages a page lists.
     public static let maximumPage = 500
+
+    /// The seconds `GET /v1/messages?wait=S` may ask the relay to hold a request that finds
+    /// nothing.
+    public static let waits = 1...30
 }

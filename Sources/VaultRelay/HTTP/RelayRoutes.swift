@@ -29,7 +29,7 @@ enum RelayRoutes {
             await relay.signed(request, context) { caller in try await relay.getGroup(group: try id(context, "group"), caller: caller) }
         }
         router.get("v1/messages") { request, context in
-            await relay.signed(request, context) { caller in try await relay.listMessages(request, caller: caller) }
+            await relay.signed(request, context) { caller in try await relay.listMessages(request, context, caller: caller) }
         }
         router.put("v1/groups/:group/messages/:message") { request, context in
             await relay.signed(request, context) { caller in

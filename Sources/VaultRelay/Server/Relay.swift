@@ -25,6 +25,8 @@ final class Relay: Sendable {
     let identity: Identity
     let store: any RelayStore
     let configuration: RelayConfiguration
+    /// Requests of `GET /v1/messages?wait=S` waiting for a message.
+    let waiters: MessageWaiters
     private let byAddress: RateLimiter
     private let byKey: RateLimiter
     private let linkCreations: RateLimiter
@@ -35,10 +37,11 @@ final class Relay: Sendable {
     /// it is made, so threads may share it.
     nonisolated(unsafe) private let addressSecret = SecureBytes.random(count: 32)
 
-    init(identity: Identity, store: any RelayStore, configuration: RelayConfiguration) {
+    init(identity: Identity, store: any RelayStore, configuration: RelayConfiguration, waiters: MessageWaiters) {
         self.identity = identity
         self.store = store
         self.configuration = configuration
+        self.waiters = waiters
         let burst = Int(configuration.requestsPerSecond * 10)
         byAddress = RateLimiter(burst: burst, perSecond: configuration.requestsPerSecond)
         byKey = RateLimiter(burst: burst, perSecond: configuration.requestsPerSecond)

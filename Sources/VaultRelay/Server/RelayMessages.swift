@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import ServiceLifecycle
 import VaultCore
 import VaultRelayProtocol
 
@@ -26,6 +27,7 @@ extension Relay {
         let hasher = SHA256Hasher()
         var pending: [UInt8] = []
         var row: Int64?
+        var recipients: [[UInt8]] = []
         var chunks = 0
         do {
             for try await buffer in request.body {
@@ -50,6 +52,7 @@ extension Relay {
                                                words: "the group has used its quota of \(ByteCount.limit(configuration.groupQuota)) on this relay")
                         }
                         row = stored
+                        recipients = header.recipients
                     } catch is RelayStoreConflict {
                         throw RelayFailure(status: .conflict, code: "exists", words: "the relay already has this message")
                     }
@@ -72,6 +75,9 @@ extension Relay {
             if let row { try? await store.abandon(message: row) }
             throw error
         }
+        // Its recipients' waiting lists here answer now; other processes sharing a PostgreSQL
+        // store hear of it from the store (PostgresRelayStore's NOTIFY).
+        waiters.wake(recipients.map(\.hex))
         return answer(.created, bytes: [], contentType: "application/octet-stream", nonce: caller.nonce)
     }
 
@@ -105,8 +111,10 @@ extension Relay {
         }
     }
 
-    /// `GET /v1/messages?after=CURSOR&limit=N`: what waits for the caller, oldest first.
-    func listMessages(_ request: Request, caller: Caller) async throws -> Response {
+    /// `GET /v1/messages?after=CURSOR&limit=N&wait=S`: what waits for the caller, in the order
+    /// it was stored. With `wait`, a request that finds nothing is held until a message for
+    /// the caller is stored or S seconds pass (Docs/RELAY.md, "Waiting for messages").
+    func listMessages(_ request: Request, _ context: RelayContext, caller: Caller) async throws -> Response {
         let query = request.uri.queryParameters
         let cursor = try query.get("after").map { text throws(RelayFailure) -> Int64 in
             guard let value = Int64(text), value >= 0 else { throw .malformed("after is not a cursor") }
@@ -118,10 +126,32 @@ extension Relay {
             }
             return value
         } ?? 100
-        let listed = try await store.messages(for: caller.key, after: cursor, limit: limit, now: Self.now())
+        let wait = try query.get("wait").map { text throws(RelayFailure) -> Int in
+            guard text.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let value = Int(text), RelayAPI.waits.contains(value) else {
+                throw .malformed("wait is \(RelayAPI.waits.lowerBound) to \(RelayAPI.waits.upperBound) seconds")
+            }
+            return value
+        }
+        let store = self.store
+        let list = { try await store.messages(for: caller.key, after: cursor, limit: limit, now: Self.now()) }
+        let listed: [ListedMessage]
+        // Only members wait: a key that is in no group here has nothing to wait for, and
+        // keys cost nothing to make, so strangers could otherwise take every waiting slot.
+        if let wait, try await store.isMember(caller.key) {
+            let waiters = self.waiters
+            // A relay shutting down answers its waiting requests now rather than holding its
+            // shutdown for their time.
+            listed = try await withGracefulShutdownHandler {
+                try await waiters.poll(for: caller.key.hex, seconds: wait, connection: context.connection, list)
+            } onGracefulShutdown: {
+                waiters.close()
+            }
+        } else {
+            listed = try await list()
+        }
         let entries = listed.map { RelayAPI.MessageEntry(group: $0.group.hex, id: $0.id.hex, size: $0.size, expires: $0.expires) }
-        let next = listed.count == limit ? listed.last.map { String($0.row) } : nil
-        return answer(json: RelayAPI.Messages(messages: entries, next: next), nonce: caller.nonce)
+        let next = listed.count == limit ? listed.last.map { String($0.cursor) } : nil
+        return answer(json: RelayAPI.Messages(messages: entries, next: next, last: listed.last?.cursor), nonce: caller.nonce)
     }
 
     /// `GET /v1/groups/{group}/messages/{message}`: the share, streamed from the store, for

@@ -21,21 +21,22 @@ public enum RelayServer {
     /// Runs the relay until SIGINT or SIGTERM. `listening` is called once it accepts
     /// connections.
     public static func run(_ configuration: RelayConfiguration, listening: @escaping @Sendable (Listening) -> Void) async throws {
+        let waiters = MessageWaiters()
         let store: any RelayStore
         switch configuration.store {
         case .sqlite(let path): store = try SQLiteRelayStore(path: path)
-        case .postgres(let url): store = PostgresRelayStore(try PostgresRelayStore.Location(url: url))
+        case .postgres(let url): store = PostgresRelayStore(try PostgresRelayStore.Location(url: url), waiters: waiters)
         }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await store.run() }
-            group.addTask { try await serve(configuration, store: store, listening: listening) }
+            group.addTask { try await serve(configuration, store: store, waiters: waiters, listening: listening) }
             // Whichever ends first (a signal stops the server; a store that fails stops all).
             try await group.next()
             group.cancelAll()
         }
     }
 
-    private static func serve(_ configuration: RelayConfiguration, store: any RelayStore,
+    private static func serve(_ configuration: RelayConfiguration, store: any RelayStore, waiters: MessageWaiters,
                               listening: @escaping @Sendable (Listening) -> Void) async throws {
         try await store.prepare()
         // The identity lives in the store, so processes sharing a store are one relay with
@@ -46,20 +47,22 @@ public enum RelayServer {
         // The store's copy is the store's; this one is wiped once in locked memory.
         defer { secret.wipe() }
         let identity = try Identity(label: RelayIdentity.label, secret: SecureBytes(copying: secret))
-        let relay = Relay(identity: identity, store: store, configuration: configuration)
+        let relay = Relay(identity: identity, store: store, configuration: configuration, waiters: waiters)
 
+        // A waiting list ends when its client goes away (MessageWaiters).
+        let http1 = HTTPServerBuilder.http1(configuration: .init(additionalChannelHandlers: [ClientDeparture()]))
         let server: HTTPServerBuilder
         if let tls = configuration.tls {
             do {
                 let chain = try NIOSSLCertificate.fromPEMFile(tls.certificate).map { NIOSSLCertificateSource.certificate($0) }
                 let key = try NIOSSLPrivateKey(file: tls.key, format: .pem)
-                server = try HTTPServerBuilder.tls(HTTPServerBuilder.http1(),
+                server = try HTTPServerBuilder.tls(http1,
                                                    tlsConfiguration: TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key)))
             } catch {
                 throw RelayStartFailure("cannot load the TLS certificate or key: \(error)")
             }
         } else {
-            server = .http1()
+            server = http1
         }
         // Nothing about requests is logged: not their content, not who made them, not from
         // where. Only failures to start or run reach the log.

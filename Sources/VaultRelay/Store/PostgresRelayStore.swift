@@ -12,11 +12,20 @@ import VaultCore
 /// and a crash empties them, which a relay may do (Docs/RELAY.md, "Storage"). The relay's
 /// identity and its groups are ordinary tables: losing them would change the relay's card
 /// under every client that pinned it.
+///
+/// Processes sharing the database wake each other's waiting lists: finishing a message
+/// sends a `NOTIFY` naming its recipients, and each process `LISTEN`s on a connection of
+/// its own (Docs/RELAY.md, "PostgreSQL").
 final class PostgresRelayStore: RelayStore {
     let client: PostgresClient
     let logger: Logger
     /// Where it connects.
     let location: Location
+    /// This process's waiting lists, which other processes' messages wake.
+    private let waiters: MessageWaiters
+    /// This process's mark on its notifications: it wakes its own waiters as it finishes a
+    /// message, and skips its own notification when it comes back.
+    private let tag = SecureRandom().bytes(8).hex
 
     /// Where to connect: `postgres://USER@HOST[:PORT]/DATABASE[?sslmode=disable|require][&connect_timeout=S]`.
     /// The password comes from `PGPASSWORD`, never from the command line (which any local
@@ -67,7 +76,8 @@ final class PostgresRelayStore: RelayStore {
         }
     }
 
-    init(_ location: Location) {
+    init(_ location: Location, waiters: MessageWaiters) {
+        self.waiters = waiters
         var logger = Logger(label: "vault-relay-postgres")
         logger.logLevel = .error
         self.logger = logger
@@ -80,7 +90,12 @@ final class PostgresRelayStore: RelayStore {
         client = PostgresClient(configuration: configuration, backgroundLogger: logger)
     }
 
-    func run() async throws { await client.run() }
+    func run() async throws {
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.client.run() }
+            group.addTask { await self.listen() }
+        }
+    }
 
     /// Creates the tables, once, under a lock: processes starting together on an empty
     /// database would otherwise race to create the same ones.
@@ -88,6 +103,7 @@ final class PostgresRelayStore: RelayStore {
         try await checkConnection()
         try await client.withTransaction(logger: logger) { db in
             try await db.query("SELECT pg_advisory_xact_lock(7780)", logger: logger)
+            try await db.query("SELECT pg_advisory_xact_lock(\(Self.finishLock))", logger: logger)
             for statement in Self.schema + Self.linkSchema { try await db.query(PostgresQuery(unsafeSQL: statement), logger: logger) }
         }
     }
@@ -108,6 +124,13 @@ final class PostgresRelayStore: RelayStore {
             ready SMALLINT NOT NULL DEFAULT 0, created BIGINT NOT NULL, UNIQUE (group_id, id))
         """,
         "CREATE INDEX IF NOT EXISTS relay_messages_by_expiry ON relay_messages(expires)",
+        // Cursors (`finished`): in the order messages were finished, from a sequence of
+        // their own. It is logged, unlike the table, so a crash that empties the table does
+        // not hand out cursors that clients already saw. Messages of a relay from before
+        // cursors were kept get theirs here, once.
+        "CREATE SEQUENCE IF NOT EXISTS relay_finished",
+        "ALTER TABLE relay_messages ADD COLUMN IF NOT EXISTS finished BIGINT",
+        "UPDATE relay_messages SET finished = nextval('relay_finished') WHERE ready > 0 AND finished IS NULL",
         """
         CREATE UNLOGGED TABLE IF NOT EXISTS relay_recipients (
             message BIGINT NOT NULL REFERENCES relay_messages(row) ON DELETE CASCADE, signing_key BYTEA NOT NULL,
@@ -185,6 +208,10 @@ final class PostgresRelayStore: RelayStore {
         try await exists("SELECT 1 FROM relay_members WHERE group_id = \(Data(group)) AND signing_key = \(Data(key))")
     }
 
+    func isMember(_ key: [UInt8]) async throws -> Bool {
+        try await exists("SELECT 1 FROM relay_members WHERE signing_key = \(Data(key)) LIMIT 1")
+    }
+
     func begin(message: NewMessage, quota: UInt64, now: UInt64) async throws -> Int64? {
         let outcome: Int64? = try await client.withTransaction(logger: logger) { db in
             // One upload at a time per group across processes, so two cannot both fit the
@@ -216,8 +243,56 @@ final class PostgresRelayStore: RelayStore {
         try await client.query("INSERT INTO relay_chunks (message, n, bytes) VALUES (\(message), \(index), \(Data(chunk)))", logger: logger)
     }
 
+    /// Gives the message the next cursor and serves it, then tells every process of its
+    /// recipients. Messages are finished one at a time, across processes: with two at once,
+    /// the later cursor could commit first, and a list taken in between would show it
+    /// without the earlier one, which a client asking for what came after it would never
+    /// see. The notification is sent when the transaction commits, so a process that hears
+    /// it finds the message.
     func finish(message: Int64) async throws {
-        try await client.query("UPDATE relay_messages SET ready = 1 WHERE row = \(message)", logger: logger)
+        try await client.withTransaction(logger: logger) { db in
+            try await db.query("SELECT pg_advisory_xact_lock(\(Self.finishLock))", logger: logger)
+            try await db.query("UPDATE relay_messages SET ready = 1, finished = nextval('relay_finished') WHERE row = \(message)",
+                               logger: logger)
+            var keys: [String] = []
+            for try await key in try await db.query("SELECT signing_key FROM relay_recipients WHERE message = \(message)", logger: logger)
+                .decode(Data.self) { keys.append(key.hex) }
+            // A payload is at most 8000 bytes: 100 keys of 64 hex digits each, and the tag.
+            for start in stride(from: 0, to: keys.count, by: 100) {
+                let payload = ([tag] + keys[start..<min(keys.count, start + 100)]).joined(separator: " ")
+                try await db.query("SELECT pg_notify(\(Self.channel), \(payload))", logger: logger)
+            }
+        }
+    }
+
+    /// The channel of `NOTIFY`s: a tag, then recipients' keys in hex, separated by spaces.
+    private static let channel = "vault_relay_messages"
+    /// The advisory lock that finishes messages one at a time (and the schema's changes
+    /// outside any finish).
+    private static let finishLock: Int64 = 7782
+
+    /// Wakes this process's waiters for what the other processes finish, on a pooled
+    /// connection held for it, until cancelled. Each time it starts listening (again, after
+    /// the connection dropped), every waiter looks again: what was finished while nobody
+    /// listened sent its notification to nobody.
+    private func listen() async {
+        while !Task.isCancelled {
+            do {
+                try await client.withConnection { connection in
+                    try await connection.listen(on: Self.channel) { notifications in
+                        self.waiters.wakeAll()
+                        for try await notification in notifications {
+                            let words = notification.payload.split(separator: " ")
+                            guard let tag = words.first, tag != self.tag else { continue }
+                            self.waiters.wake(words.dropFirst().map(String.init))
+                        }
+                    }
+                }
+            } catch {
+                // The connection dropped, or the database is down: try again in a second.
+            }
+            try? await Task.sleep(for: .seconds(1))
+        }
     }
 
     func abandon(message: Int64) async throws {
@@ -226,17 +301,18 @@ final class PostgresRelayStore: RelayStore {
 
     func messages(for recipient: [UInt8], after cursor: Int64, limit: Int, now: UInt64) async throws -> [ListedMessage] {
         try await listed("""
-            SELECT m.row, m.group_id, m.id, m.size, m.expires, m.body_hash FROM relay_messages m
+            SELECT m.row, m.finished, m.group_id, m.id, m.size, m.expires, m.body_hash FROM relay_messages m
             JOIN relay_recipients r ON r.message = m.row
             JOIN relay_members mb ON mb.group_id = m.group_id AND mb.signing_key = r.signing_key
-            WHERE r.signing_key = \(Data(recipient)) AND NOT r.confirmed AND m.ready = 1 AND m.expires > \(Int64(now)) AND m.row > \(cursor)
-            ORDER BY m.row LIMIT \(limit)
+            WHERE r.signing_key = \(Data(recipient)) AND NOT r.confirmed AND m.ready = 1 AND m.expires > \(Int64(now))
+              AND m.finished > \(cursor)
+            ORDER BY m.finished LIMIT \(limit)
             """)
     }
 
     func message(group: [UInt8], id: [UInt8], for recipient: [UInt8], now: UInt64) async throws -> ListedMessage? {
         try await listed("""
-            SELECT m.row, m.group_id, m.id, m.size, m.expires, m.body_hash FROM relay_messages m
+            SELECT m.row, COALESCE(m.finished, 0), m.group_id, m.id, m.size, m.expires, m.body_hash FROM relay_messages m
             JOIN relay_recipients r ON r.message = m.row
             JOIN relay_members mb ON mb.group_id = m.group_id AND mb.signing_key = r.signing_key
             WHERE m.group_id = \(Data(group)) AND m.id = \(Data(id)) AND r.signing_key = \(Data(recipient)) AND m.ready = 1
@@ -314,10 +390,10 @@ final class PostgresRelayStore: RelayStore {
 
     private func listed(_ query: PostgresQuery) async throws -> [ListedMessage] {
         var listed: [ListedMessage] = []
-        for try await (row, group, id, size, expires, hash) in try await client.query(query, logger: logger)
-            .decode((Int64, Data, Data, Int64, Int64, Data).self) {
-            listed.append(ListedMessage(row: row, group: [UInt8](group), id: [UInt8](id), size: UInt64(size), expires: UInt64(expires),
-                                        bodyHash: [UInt8](hash)))
+        for try await (row, cursor, group, id, size, expires, hash) in try await client.query(query, logger: logger)
+            .decode((Int64, Int64, Data, Data, Int64, Int64, Data).self) {
+            listed.append(ListedMessage(row: row, cursor: cursor, group: [UInt8](group), id: [UInt8](id), size: UInt64(size),
+                                        expires: UInt64(expires), bodyHash: [UInt8](hash)))
         }
         return listed
     }

@@ -28,19 +28,22 @@ protocol RelayStore: LinkStore {
     func groups(member: [UInt8]) async throws -> [StoredGroup]
     /// Whether `key` is a member of `group`.
     func isMember(_ key: [UInt8], of group: [UInt8]) async throws -> Bool
+    /// Whether `key` is a member of any group.
+    func isMember(_ key: [UInt8]) async throws -> Bool
 
     /// Starts storing a message: its row, not yet served. Nil when the group is over
     /// `quota` with it, and throws ``RelayStoreConflict`` when the message exists.
     func begin(message: NewMessage, quota: UInt64, now: UInt64) async throws -> Int64?
     /// Appends the next chunk (at most 64 KiB) of a message being stored.
     func append(chunk: [UInt8], index: Int, to message: Int64) async throws
-    /// Serves the message from now on.
+    /// Serves the message from now on, under the next cursor: cursors follow the order in
+    /// which messages are finished, and are never reused.
     func finish(message: Int64) async throws
     /// Drops a message that was not finished.
     func abandon(message: Int64) async throws
 
-    /// Up to `limit` messages for `recipient` after `cursor`: served, unexpired, not yet
-    /// confirmed by it, in groups it is still a member of.
+    /// Up to `limit` messages for `recipient` after `cursor`, in cursor order: served,
+    /// unexpired, not yet confirmed by it, in groups it is still a member of.
     func messages(for recipient: [UInt8], after cursor: Int64, limit: Int, now: UInt64) async throws -> [ListedMessage]
     /// The message if `recipient` may read it now.
     func message(group: [UInt8], id: [UInt8], for recipient: [UInt8], now: UInt64) async throws -> ListedMessage?
@@ -88,6 +91,8 @@ struct NewMessage: Sendable {
 /// A stored message, as listed and served.
 struct ListedMessage: Sendable {
     let row: Int64
+    /// Its place in the order messages were finished (`after`, `next` and `last` in the API).
+    let cursor: Int64
     let group: [UInt8]
     let id: [UInt8]
     let size: UInt64

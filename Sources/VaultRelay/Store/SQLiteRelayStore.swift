@@ -49,6 +49,19 @@ final class SQLiteRelayStore: RelayStore {
                 """)
         }
         migrator.registerMigration("v2-links", migrate: Self.createLinkTables)
+        // Cursors follow the order messages were finished, not the order their uploads began
+        // (a large share begun first and finished last would otherwise be listed behind a
+        // cursor a client has already passed). The counter only grows, so a cursor is never
+        // reused once its message is gone; it starts past every row number, which were the
+        // cursors before.
+        migrator.registerMigration("v3-cursors") { db in
+            try db.execute(sql: """
+                ALTER TABLE messages ADD COLUMN finished INTEGER;
+                UPDATE messages SET finished = row WHERE ready > 0;
+                CREATE TABLE message_cursor (id INTEGER PRIMARY KEY CHECK (id = 1), last INTEGER NOT NULL);
+                INSERT INTO message_cursor (id, last) VALUES (1, COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'messages'), 0));
+                """)
+        }
         try migrator.migrate(pool)
     }
 
@@ -115,6 +128,10 @@ final class SQLiteRelayStore: RelayStore {
         }
     }
 
+    func isMember(_ key: [UInt8]) async throws -> Bool {
+        try await pool.read { db in try Bool.fetchOne(db, sql: "SELECT 1 FROM members WHERE signing_key = ? LIMIT 1", arguments: [Data(key)]) ?? false }
+    }
+
     func begin(message: NewMessage, quota: UInt64, now: UInt64) async throws -> Int64? {
         try await pool.write { db in
             let used = try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(size), 0) FROM messages WHERE group_id = ? AND expires > ? AND ready < 2",
@@ -143,8 +160,13 @@ final class SQLiteRelayStore: RelayStore {
         }
     }
 
+    /// One writer at a time: cursors are handed out in the order the messages become visible.
     func finish(message: Int64) async throws {
-        try await pool.write { db in try db.execute(sql: "UPDATE messages SET ready = 1 WHERE row = ?", arguments: [message]) }
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE message_cursor SET last = last + 1 WHERE id = 1")
+            try db.execute(sql: "UPDATE messages SET ready = 1, finished = (SELECT last FROM message_cursor WHERE id = 1) WHERE row = ?",
+                           arguments: [message])
+        }
     }
 
     func abandon(message: Int64) async throws {
@@ -154,11 +176,11 @@ final class SQLiteRelayStore: RelayStore {
     func messages(for recipient: [UInt8], after cursor: Int64, limit: Int, now: UInt64) async throws -> [ListedMessage] {
         try await pool.read { db in
             try Row.fetchAll(db, sql: """
-                SELECT m.row, m.group_id, m.id, m.size, m.expires, m.body_hash FROM messages m
+                SELECT m.row, m.finished, m.group_id, m.id, m.size, m.expires, m.body_hash FROM messages m
                 JOIN recipients r ON r.message = m.row
                 JOIN members mb ON mb.group_id = m.group_id AND mb.signing_key = r.signing_key
-                WHERE r.signing_key = ? AND r.confirmed = 0 AND m.ready = 1 AND m.expires > ? AND m.row > ?
-                ORDER BY m.row LIMIT ?
+                WHERE r.signing_key = ? AND r.confirmed = 0 AND m.ready = 1 AND m.expires > ? AND m.finished > ?
+                ORDER BY m.finished LIMIT ?
                 """, arguments: [Data(recipient), Int64(now), cursor, limit]).map(Self.listed)
         }
     }
@@ -166,7 +188,7 @@ final class SQLiteRelayStore: RelayStore {
     func message(group: [UInt8], id: [UInt8], for recipient: [UInt8], now: UInt64) async throws -> ListedMessage? {
         try await pool.read { db in
             try Row.fetchOne(db, sql: """
-                SELECT m.row, m.group_id, m.id, m.size, m.expires, m.body_hash FROM messages m
+                SELECT m.row, COALESCE(m.finished, 0), m.group_id, m.id, m.size, m.expires, m.body_hash FROM messages m
                 JOIN recipients r ON r.message = m.row
                 JOIN members mb ON mb.group_id = m.group_id AND mb.signing_key = r.signing_key
                 WHERE m.group_id = ? AND m.id = ? AND r.signing_key = ? AND m.ready = 1 AND m.expires > ?
@@ -237,8 +259,8 @@ final class SQLiteRelayStore: RelayStore {
     }
 
     private static func listed(_ row: Row) -> ListedMessage {
-        ListedMessage(row: row[0], group: bytes(row, 1), id: bytes(row, 2), size: UInt64(row[3] as Int64), expires: UInt64(row[4] as Int64),
-                      bodyHash: bytes(row, 5))
+        ListedMessage(row: row[0], cursor: row[1], group: bytes(row, 2), id: bytes(row, 3), size: UInt64(row[4] as Int64),
+                      expires: UInt64(row[5] as Int64), bodyHash: bytes(row, 6))
     }
 
     private static func bytes(_ row: Row, _ column: Int) -> [UInt8] { [UInt8](row[column] as Data) }

@@ -97,7 +97,7 @@ struct RelayRecoveryOptions: ParsableArguments {
                 throw CLIError.pending("time ran out with \(files.count) pieces through relays",
                                        hint: "run 'vault recover \(target.secretID.hex.prefix(16))' again later: the requests stay valid until \(DateWords.short(remote.recovery.expires))")
             }
-            await RelayWait.forAnswers(keystore: keystore, identity: identity, until: deadline)
+            await remote.waitForAnswers(until: deadline)
             show(await remote.collect())
             let now = states(remote)
             for ask in remote.recovery.asks where now[ask.holderLabel] != seen[ask.holderLabel] {
@@ -134,11 +134,3 @@ struct RelayRecoveryOptions: ParsableArguments {
     }
 }
 
-/// Waiting for answers through relays: until the relays say something arrived, or `until`.
-enum RelayWait {
-    static func forAnswers(keystore: Keystore, identity: Identity, until: Date) async {
-        let left = until.timeIntervalSinceNow
-        guard left > 0 else { return }
-        try? await Task.sleep(for: .milliseconds(Int(min(left, 2) * 1000)))
-    }
-}

@@ -171,6 +171,50 @@ final class PostgresWorld {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
+    /// Issue 33 on PostgreSQL: a list waiting on one process is answered as soon as a
+    /// message for its caller is stored through the other (NOTIFY, LISTEN). A message shown
+    /// behind the relays' backs (no notification) wakes nobody, until the processes'
+    /// listening connections are cut: each listens again and has its waiters look again, and
+    /// then hears the next message as before.
+    @Test func aWaitingListOnOneProcessIsWokenThroughTheOther() throws {
+        let world = try PostgresWorld()
+        let back = try WaitingRelay(world.backURL)
+        let bob = try signingIdentity(of: world.bob)
+        let waiting = try back.ask(bob, "/v1/messages?wait=30")
+        Thread.sleep(forTimeInterval: 1)
+        #expect(waiting.elapsed == nil)
+        let id = try world.alice.ok("send", "--group", "team", "-", stdin: "through the front").trimmingCharacters(in: .newlines)
+        let answer = try waiting.answer(within: 40)
+        #expect(answer.status == 200 && answer.text.contains(id), "\(answer)")
+        #expect(waiting.elapsed! < 20, "\(waiting.elapsed!) s")
+        let last = try #require(try JSONDecoder().decode(RelayAPI.Messages.self, from: Data(answer.body)).last)
+
+        _ = try world.cluster.sql("UPDATE relay_messages SET ready = 0")
+        let hidden = try back.ask(bob, "/v1/messages?wait=30")
+        Thread.sleep(forTimeInterval: 1)
+        _ = try world.cluster.sql("UPDATE relay_messages SET ready = 1")
+        Thread.sleep(forTimeInterval: 1.5)
+        #expect(hidden.elapsed == nil, "answered with no notification: \(String(describing: hidden.result))")
+        let listening = "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'"
+        #expect(try world.cluster.sql(listening) == "2")
+        #expect(try world.cluster.sql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'") == "2")
+        #expect(try hidden.answer(within: 40).text.contains(id))
+        #expect(hidden.elapsed! < 20, "\(hidden.elapsed!) s")
+
+        var tries = 0
+        while try world.cluster.sql(listening) != "2", tries < 100 {
+            Thread.sleep(forTimeInterval: 0.1)
+            tries += 1
+        }
+        #expect(try world.cluster.sql(listening) == "2")
+        let next = try back.ask(bob, "/v1/messages?after=\(last)&wait=30")
+        Thread.sleep(forTimeInterval: 1)
+        #expect(next.elapsed == nil)
+        let second = try world.alice.ok("send", "--group", "team", "-", stdin: "again").trimmingCharacters(in: .newlines)
+        #expect(try next.answer(within: 40).text.contains(second))
+        #expect(next.elapsed! < 20, "\(next.elapsed!) s")
+    }
+
     /// Issue 16 on PostgreSQL: fifty claims of a one-view link, split between two relay
     /// processes on one database, give exactly one success; the row is gone after it.
     @Test func concurrentClaimsAcrossTwoProcessesGiveOneSuccess() async throws {

@@ -605,6 +605,10 @@ final class LoopbackHTTP {
 
     deinit { close(socket) }
 
+    /// Shuts the connection both ways, as a client that goes away does; a read blocked on it
+    /// returns.
+    func hangUp() { shutdown(socket, Int32(SHUT_RDWR)) }
+
     static func request(_ method: String, _ target: String, headers: [(String, String)], body: [UInt8] = [],
                         framing: Framing = .length) -> [UInt8] {
         var head = "\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
@@ -655,7 +659,8 @@ final class LoopbackHTTP {
         return try receive()
     }
 
-    private func send(_ bytes: [UInt8]) throws {
+    /// Sends bytes, part of a request maybe (the rest later, then ``receive()``).
+    func send(_ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {
             let n = bytes[offset...].withUnsafeBytes { Glibc.send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -691,7 +696,8 @@ final class LoopbackHTTP {
         return Array(buffered[..<count])
     }
 
-    private func receive() throws -> Answer {
+    /// Reads an answer.
+    func receive() throws -> Answer {
         let statusLine = try line()
         let parts = statusLine.split(separator: " ")
         guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), let status = Int(parts[1]) else {

@@ -1,0 +1,195 @@
+import Foundation
+import NIOCore
+
+/// The requests waiting in `GET /v1/messages?wait=S` (Docs/RELAY.md, "Waiting for
+/// messages"), by their caller's key in hex. A message finished for a recipient wakes that
+/// recipient's waiters at once; they look again and answer.
+///
+/// Bounded, as every waiter holds a connection: at most ``perKey`` per caller key and
+/// ``total`` in all. A request over either is answered at once, as without `wait`. A waiter
+/// leaves the table when it is woken, when its time is up, when its connection closes and
+/// when the relay shuts down, so nothing stays behind a request.
+final class MessageWaiters: @unchecked Sendable {
+    /// Waiting requests one key may have. A client watches a relay with one; a few leave
+    /// room for a second program of the same identity.
+    static let perKey = 4
+    /// Waiting requests in all.
+    static let total = 1024
+
+    private enum Slot {
+        /// Registered before its look at the store, so that a message finished during the look wakes it.
+        case registered(key: String)
+        case waiting(key: String, CheckedContinuation<Bool, Never>)
+        /// Ended before it waited: woken by a message (true) or not.
+        case ended(Bool)
+    }
+
+    private let lock = NSLock()
+    private var slots: [UInt64: Slot] = [:]
+    private var byKey: [String: Set<UInt64>] = [:]
+    private var occupied = 0
+    private var nextID: UInt64 = 0
+    private var closed = false
+
+    /// Runs `list` until it finds something, waiting between looks for a message to `key`,
+    /// for at most `seconds`, while `connection` is open, and once more at the end. Returns
+    /// the last look's result: empty only when the time is up, the client left, the relay
+    /// is shutting down, or `key` or the relay has no waiter to spare (then at once).
+    func poll<T: Collection>(for key: String, seconds: Int, connection: any Channel, _ list: () async throws -> T) async throws -> T {
+        let deadline = NIODeadline.now() + .seconds(Int64(seconds))
+        while true {
+            let id = register(key)
+            let listed: T
+            do {
+                listed = try await list()
+            } catch {
+                if let id { leave(id) }
+                throw error
+            }
+            guard let id else { return listed }
+            guard listed.isEmpty, NIODeadline.now() < deadline, connection.isActive else {
+                leave(id)
+                return listed
+            }
+            // Woken by a message: look again. A message for the key that this look does not
+            // list (in a group the caller has left, or another relay process's wake-up that
+            // came late) does not end the wait.
+            guard await sleep(id, until: deadline, connection: connection) else {
+                // The time is up, or the relay is stopping: one last look, as a list without
+                // `wait` would take, in case a wake-up was missed. Not for a client gone.
+                return Task.isCancelled || !connection.isActive ? listed : try await list()
+            }
+        }
+    }
+
+    /// Wakes the waiters of these keys (hex): a message for them was finished.
+    func wake(_ keys: some Sequence<String>) {
+        let woken = lock.withLock { keys.flatMap { byKey[$0] ?? [] }.compactMap { resolve($0, woken: true) } }
+        for continuation in woken { continuation.resume(returning: true) }
+    }
+
+    /// Wakes every waiter, to look again: a wake-up may have been missed.
+    func wakeAll() {
+        let woken = lock.withLock { Array(slots.keys).compactMap { resolve($0, woken: true) } }
+        for continuation in woken { continuation.resume(returning: true) }
+    }
+
+    /// Ends every wait, and takes no more: the relay is shutting down. Each waiter answers
+    /// with what it found.
+    func close() {
+        let ended = lock.withLock {
+            closed = true
+            return Array(slots.keys).compactMap { resolve($0, woken: false) }
+        }
+        for continuation in ended { continuation.resume(returning: false) }
+    }
+
+    // MARK: One waiter
+
+    /// A slot for `key`, or nil when it or the relay has none to spare.
+    private func register(_ key: String) -> UInt64? {
+        lock.withLock {
+            guard !closed, occupied < Self.total, byKey[key, default: []].count < Self.perKey else { return nil }
+            nextID += 1
+            slots[nextID] = .registered(key: key)
+            byKey[key, default: []].insert(nextID)
+            occupied += 1
+            return nextID
+        }
+    }
+
+    /// Waits until the waiter is woken (true), or its deadline passes, its connection
+    /// closes or its task is cancelled (false).
+    private func sleep(_ id: UInt64, until deadline: NIODeadline, connection: any Channel) async -> Bool {
+        let loop = connection.eventLoop
+        let timer = loop.scheduleTask(deadline: deadline) { self.end(id) }
+        // A client gone, or going (it closed its side), ends its wait. NIO has no way to take
+        // back a callback on a connection's close, and a connection may carry a waiting list a
+        // minute for days, so its state is looked at each second instead.
+        let watch = loop.scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { _ in
+            if ClientDeparture.hasLeft(connection) { self.end(id) }
+        }
+        defer {
+            timer.cancel()
+            watch.cancel()
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let outcome: Bool? = lock.withLock {
+                    switch slots[id] {
+                    case .registered(let key):
+                        slots[id] = .waiting(key: key, continuation)
+                        return nil
+                    case .ended(let woken):
+                        slots[id] = nil
+                        return woken
+                    case .waiting, nil:
+                        return false
+                    }
+                }
+                if let outcome { continuation.resume(returning: outcome) }
+            }
+        } onCancel: {
+            end(id)
+        }
+    }
+
+    /// Ends a waiter in ``sleep`` without a message: its time is up, its connection closed,
+    /// or its task was cancelled.
+    private func end(_ id: UInt64) {
+        lock.withLock { resolve(id, woken: false) }?.resume(returning: false)
+    }
+
+    /// Takes a waiter that will not sleep out of the table, whatever its state.
+    private func leave(_ id: UInt64) {
+        lock.withLock {
+            _ = resolve(id, woken: false)
+            slots[id] = nil
+        }
+    }
+
+    /// Frees the waiter's slot, under the lock. Returns its continuation to resume (outside
+    /// the lock) when it was waiting; one not waiting yet keeps its outcome for ``sleep``.
+    private func resolve(_ id: UInt64, woken: Bool) -> CheckedContinuation<Bool, Never>? {
+        let key: String, continuation: CheckedContinuation<Bool, Never>?
+        switch slots[id] {
+        case .registered(let registered):
+            key = registered
+            continuation = nil
+            slots[id] = .ended(woken)
+        case .waiting(let waiting, let waiter):
+            key = waiting
+            continuation = waiter
+            slots[id] = nil
+        case .ended, nil:
+            return nil
+        }
+        byKey[key]?.remove(id)
+        if byKey[key]?.isEmpty == true { byKey[key] = nil }
+        occupied -= 1
+        return continuation
+    }
+}
+
+/// Notes that a client closed its side of its connection. Hummingbird keeps half-closed
+/// connections open, to answer a client that sent its request and then closed its side,
+/// so a connection whose client went away stays active until the relay writes to it; for a
+/// waiting list, that could be its whole wait.
+final class ClientDeparture: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+
+    /// Read on the connection's event loop only.
+    private var inputClosed = false
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case .inputClosed = event as? ChannelEvent { inputClosed = true }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    /// Whether the client of `connection` closed it or its side of it. On its event loop.
+    static func hasLeft(_ connection: any Channel) -> Bool {
+        connection.eventLoop.preconditionInEventLoop()
+        guard connection.isActive else { return true }
+        return (try? connection.pipeline.syncOperations.handler(type: ClientDeparture.self))?.inputClosed ?? false
+    }
+}

@@ -1,0 +1,298 @@
+import Foundation
+import GRDB
+import Testing
+import VaultCore
+import VaultRelayClient
+import VaultRelayProtocol
+import VaultTestSupport
+
+/// Issue 33's waiting lists (`GET /v1/messages?wait=S`) against real relay processes on
+/// loopback (RelayWorld): a waiting list answers as soon as a message for its caller is
+/// stored, and only then; the relay holds a few per key and drops those whose client hung up;
+/// a relay shutting down answers them at once. Requests are signed by hand, each on a
+/// connection and a thread of its own, and timed: the bounds are seconds apart, so that a
+/// slow machine does not decide them.
+@Suite(.serialized) struct WaitingListTests {
+    /// Nothing arrives: the list is answered empty after its wait. A message arrives: a list
+    /// waiting 30 s answers with it well before, signed over its own nonce, with `last`; asked
+    /// again after `last`, the relay holds it again. Waits out of 1 … 30 are refused.
+    @Test func aWaitingListAnswersWhenAMessageArrives() throws {
+        let world = try RelayWorld()
+        let r1 = try WaitingRelay(world.urls[0])
+        let bob = try signingIdentity(of: world.bob)
+
+        for wait in ["0", "31", "abc", "-1", "+5", "1.5", "", "99999999999999999999"] {
+            let refused = try r1.ask(bob, "/v1/messages?wait=\(wait)").answer(within: 10)
+            #expect(refused.status == 400 && refused.code == "malformed", "wait=\(wait): \(refused)")
+        }
+
+        let quiet = try r1.ask(bob, "/v1/messages?wait=2")
+        let empty = try quiet.answer(within: 20)
+        #expect(empty.status == 200 && empty.text == "{\"messages\":[]}", "\(empty)")
+        #expect(quiet.elapsed! >= 1.9 && quiet.elapsed! < 10, "\(quiet.elapsed!) s")
+
+        let waiting = try r1.ask(bob, "/v1/messages?wait=30")
+        Thread.sleep(forTimeInterval: 1)
+        #expect(waiting.elapsed == nil, "answered before anything was sent: \(String(describing: waiting.result))")
+        let id = try world.alice.ok("send", "--group", "team", "-", stdin: "ping").trimmingCharacters(in: .newlines)
+        let answer = try waiting.answer(within: 40)
+        #expect(waiting.elapsed! < 20, "answered after \(waiting.elapsed!) s of a 30 s wait")
+        #expect(answer.status == 200 && answer.text.contains(id), "\(answer)")
+        #expect(try r1.signs(answer, over: waiting.nonce))
+        let page = try JSONDecoder().decode(RelayAPI.Messages.self, from: Data(answer.body))
+        #expect(page.messages.map(\.id) == [id] && page.next == nil)
+        let last = try #require(page.last)
+
+        // After it: nothing, so held again, for its wait. From the start: the message, at once.
+        let after = try r1.ask(bob, "/v1/messages?after=\(last)&wait=2")
+        #expect(try after.answer(within: 20).text == "{\"messages\":[]}")
+        #expect(after.elapsed! >= 1.9, "\(after.elapsed!) s")
+        let again = try r1.ask(bob, "/v1/messages?after=0&wait=30")
+        #expect(try again.answer(within: 20).text.contains("\"last\":\(last)"))
+        #expect(again.elapsed! < 5, "\(again.elapsed!) s")
+    }
+
+    /// bob's message to alice wakes alice's waiting list, not bob's own: his waits its time
+    /// out and answers empty.
+    @Test func aMessageForSomeoneElseDoesNotWakeTheCaller() throws {
+        let world = try RelayWorld()
+        let r1 = try WaitingRelay(world.urls[0])
+        let alice = try signingIdentity(of: world.alice), bob = try signingIdentity(of: world.bob)
+        try world.bob.ok("receive")
+        let bobs = try r1.ask(bob, "/v1/messages?wait=5")
+        let alices = try r1.ask(alice, "/v1/messages?wait=30")
+        Thread.sleep(forTimeInterval: 1)
+        let id = try world.bob.ok("send", "--group", "team", "-", stdin: "pong").trimmingCharacters(in: .newlines)
+        #expect(try alices.answer(within: 40).text.contains(id))
+        #expect(alices.elapsed! < 20, "\(alices.elapsed!) s")
+        #expect(bobs.elapsed == nil || bobs.elapsed! >= 4.9, "bob's list answered early: \(String(describing: bobs.result))")
+        #expect(try bobs.answer(within: 20).text == "{\"messages\":[]}")
+        #expect(bobs.elapsed! >= 4.9, "\(bobs.elapsed!) s")
+    }
+
+    /// A stranger's waiting list (a key in no group) is answered at once. Four waiting lists
+    /// of one member's key are held and a fifth is answered at once; one message wakes all
+    /// four. Four more are then held (the woken ones left no slot taken); once
+    /// their clients hang up, the relay frees their slots within seconds. A relay stopped
+    /// with SIGTERM answers a waiting list and exits at once, rather than after its wait.
+    @Test func aKeyWaitsAtMostFourTimesAndLeavesNothingBehind() throws {
+        let world = try RelayWorld()
+        let r1 = try WaitingRelay(world.urls[0])
+        let bob = try signingIdentity(of: world.bob)
+
+        /// Four lists asked at once, once the relay took them in: each request's nonce is
+        /// stored as its signature checks out, just before it waits.
+        func fourWaiting(_ target: String) throws -> [PendingAnswer] {
+            let nonces = try world.database(1).read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM nonces") ?? 0 }
+            let lists = try (0..<4).map { _ in try r1.ask(bob, target) }
+            for _ in 0..<100 where try world.database(1).read({ db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM nonces") ?? 0 }) < nonces + 4 {
+                Thread.sleep(forTimeInterval: 0.1)
+            }
+            Thread.sleep(forTimeInterval: 0.5)
+            return lists
+        }
+        /// Whether a fifth list is answered at once.
+        func full() throws -> Bool {
+            let probe = try r1.ask(bob, "/v1/messages?wait=3")
+            _ = try probe.answer(within: 20)
+            return probe.elapsed! < 1.5
+        }
+
+        // A key that is in no group here has nothing to wait for: answered at once.
+        let mallory = Identity.generate(label: try Label("mallory")).0
+        let stranger = try r1.ask(mallory, "/v1/messages?wait=30")
+        #expect(try stranger.answer(within: 20).text == "{\"messages\":[]}")
+        #expect(stranger.elapsed! < 5, "\(stranger.elapsed!) s")
+
+        let four = try fourWaiting("/v1/messages?wait=30")
+        #expect(try full())
+        #expect(four.allSatisfy { $0.elapsed == nil }, "\(four.map(\.result))")
+        let id = try world.alice.ok("send", "--group", "team", "-", stdin: "to all four").trimmingCharacters(in: .newlines)
+        for waiter in four {
+            #expect(try waiter.answer(within: 40).text.contains(id))
+            #expect(waiter.elapsed! < 20, "\(waiter.elapsed!) s")
+        }
+        let last = try #require(try JSONDecoder().decode(RelayAPI.Messages.self, from: Data(four[0].answer(within: 1).body)).last)
+
+        let more = try fourWaiting("/v1/messages?after=\(last)&wait=30")
+        #expect(try full())
+        #expect(more.allSatisfy { $0.elapsed == nil }, "a slot was still taken by a woken list: \(more.map(\.result))")
+        for waiter in more { waiter.hangUp() }
+        var held = false
+        for _ in 0..<10 where !held {
+            let probe = try r1.ask(bob, "/v1/messages?after=\(last)&wait=3")
+            _ = try probe.answer(within: 20)
+            held = probe.elapsed! >= 2.9
+            if !held { Thread.sleep(forTimeInterval: 0.5) }
+        }
+        #expect(held, "the hung-up lists still hold their slots")
+
+        let stopped = try r1.ask(bob, "/v1/messages?after=\(last)&wait=30")
+        Thread.sleep(forTimeInterval: 1)
+        let start = ProcessInfo.processInfo.systemUptime
+        #expect(world.relays[0].stop(SIGTERM) == 0)
+        #expect(ProcessInfo.processInfo.systemUptime - start < 10, "the relay took \(ProcessInfo.processInfo.systemUptime - start) s to stop")
+        let answer = try stopped.answer(within: 10)
+        #expect(answer.status == 200 && answer.text == "{\"messages\":[]}", "\(answer)")
+        #expect(stopped.elapsed! < 15, "\(stopped.elapsed!) s")
+    }
+
+    /// The client's function: a list waiting 30 s returns as soon as a message for bob is
+    /// stored, with its cursor; after that cursor, a 2 s wait returns nothing, and no cursor,
+    /// once its time is up. A relay answering under another card is refused as forged.
+    @Test func theClientWaitsAndKeepsItsPlace() async throws {
+        let world = try RelayWorld()
+        let bob = try signingIdentity(of: world.bob)
+        let card = try KeyCard(text: try RelayTests().cardOf(world.urls[0]))
+        let r1 = RelayConnection(name: "r1", url: world.urls[0], card: card, identity: bob)
+        let clock = ContinuousClock()
+        let start = clock.now
+        async let waited = r1.messages(wait: 30)
+        try await Task.sleep(for: .seconds(1))
+        let id = try world.alice.ok("send", "--group", "team", "-", stdin: "ping").trimmingCharacters(in: .newlines)
+        let (messages, last) = try await waited
+        #expect(messages.map(\.id) == [id] && last != nil)
+        #expect(clock.now - start < .seconds(20), "\(clock.now - start)")
+
+        let quiet = clock.now
+        let (none, noCursor) = try await r1.messages(after: try #require(last), wait: 2)
+        #expect(none.isEmpty && noCursor == nil)
+        #expect(clock.now - quiet >= .seconds(1.9), "\(clock.now - quiet)")
+        #expect(try await r1.messages().messages.map(\.id) == [id])
+
+        let impostor = RelayConnection(name: "r1", url: world.urls[0], card: try KeyCard(text: try RelayTests().cardOf(world.urls[1])),
+                                       identity: bob)
+        do {
+            _ = try await impostor.messages(wait: 1)
+            Issue.record("an answer signed by another card was taken")
+        } catch let error as RelayError {
+            #expect(error.code == "forged", "\(error)")
+        }
+    }
+
+    /// Cursors follow the order in which messages were finished, not begun: a large share
+    /// whose upload began first and ends last is listed after the cursor of a small one
+    /// stored meanwhile, so a client that asks for what came after the small one gets it.
+    @Test func aMessageFinishedLastComesAfterTheCursorsBeforeIt() throws {
+        let world = try RelayWorld()
+        let r1 = try WaitingRelay(world.urls[0])
+        let alice = try signingIdentity(of: world.alice), bob = try signingIdentity(of: world.bob)
+        let file = world.alice.directory.file("big.bin")
+        try Data(SecureRandom().bytes(400_000)).write(to: URL(fileURLWithPath: file))
+        try world.alice.ok("send", file, "--group", "team")
+        try world.alice.ok("send", "--group", "team", "-", stdin: "small")
+        // r1's two shares, taken out of its store to be stored again by hand.
+        let shares = try world.database(1).write { db in
+            let rows = try Row.fetchAll(db, sql: "SELECT row, group_id, id FROM messages ORDER BY size DESC")
+            let shares = try rows.map { row in
+                let chunks = try Data.fetchAll(db, sql: "SELECT bytes FROM chunks WHERE message = ? ORDER BY n", arguments: [row["row"] as Int64])
+                return (path: "/v1/groups/\([UInt8](row["group_id"] as Data).hex)/messages/\([UInt8](row["id"] as Data).hex)",
+                        id: [UInt8](row["id"] as Data).hex, bytes: chunks.flatMap { [UInt8]($0) })
+            }
+            try db.execute(sql: "DELETE FROM messages")
+            return shares
+        }
+        let (large, small) = (shares[0], shares[1])
+        func put(_ share: (path: String, id: String, bytes: [UInt8])) throws -> [UInt8] {
+            let headers = RequestSignature.headers(identity: alice, relay: r1.key, method: "PUT", path: share.path, bodyHash: sha256(share.bytes))
+            return LoopbackHTTP.request("PUT", share.path, headers: headers, body: share.bytes)
+        }
+
+        // The large share's upload begins (its row is made once its header is in), the small
+        // one is stored whole, and bob lists the small one.
+        let upload = try LoopbackHTTP(port: r1.port, timeout: 30)
+        let request = try put(large)
+        try upload.send(Array(request[..<(request.count / 2)]))
+        var begun = false
+        for _ in 0..<100 where !begun {
+            begun = try world.database(1).read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM messages WHERE ready = 0") } == 1
+            if !begun { Thread.sleep(forTimeInterval: 0.1) }
+        }
+        #expect(begun)
+        #expect(try LoopbackHTTP(port: r1.port).exchange(try put(small)).status == 201)
+        let first = try JSONDecoder().decode(RelayAPI.Messages.self, from: Data(r1.ask(bob, "/v1/messages").answer(within: 10).body))
+        #expect(first.messages.map(\.id) == [small.id])
+        let last = try #require(first.last)
+
+        // The large one ends, and comes after that cursor.
+        try upload.send(Array(request[(request.count / 2)...]))
+        #expect(try upload.receive().status == 201)
+        let after = try r1.ask(bob, "/v1/messages?after=\(last)&wait=30")
+        let second = try JSONDecoder().decode(RelayAPI.Messages.self, from: Data(after.answer(within: 40).body))
+        #expect(second.messages.map(\.id) == [large.id])
+        #expect(after.elapsed! < 5, "\(after.elapsed!) s")
+    }
+}
+
+/// One relay of a RelayWorld, for requests signed by hand.
+struct WaitingRelay {
+    let port: Int
+    let key: [UInt8]
+
+    init(_ url: String) throws {
+        port = Int(url.split(separator: ":").last!)!
+        key = try KeyCard(text: try RelayTests().cardOf(url)).signingKey
+    }
+
+    /// A GET signed by `identity`, sent now on a connection of its own.
+    func ask(_ identity: Identity, _ target: String) throws -> PendingAnswer {
+        let nonce = SecureRandom().bytes(RequestSignature.nonceLength)
+        let headers = RequestSignature.headers(identity: identity, relay: key, method: "GET", path: target, bodyHash: sha256([]), nonce: nonce)
+        return try PendingAnswer(port: port, request: LoopbackHTTP.request("GET", target, headers: headers), nonce: nonce)
+    }
+
+    /// Whether the answer is signed by this relay over `nonce`, its status and its body.
+    func signs(_ answer: LoopbackHTTP.Answer, over nonce: [UInt8]) throws -> Bool {
+        guard let signature = answer.headers["vault-signature"].flatMap({ Base64URL.decode($0, length: 64) }),
+              let time = answer.headers["vault-time"].flatMap({ UInt64($0) }),
+              answer.headers["vault-body-sha256"] == Base64URL.encode(sha256(answer.body)) else { return false }
+        let message = ResponseSignature.message(relay: key, requestNonce: nonce, status: answer.status, time: time, bodyHash: sha256(answer.body))
+        return KeyCard.verify(signature: signature, of: message, signingKey: key)
+    }
+}
+
+/// A request on a thread of its own, and its answer once it comes, with the seconds it took.
+final class PendingAnswer: @unchecked Sendable {
+    let nonce: [UInt8]
+    private let connection: LoopbackHTTP
+    private let done = DispatchSemaphore(value: 0)
+    private let lock = NSLock()
+    private var _result: Result<LoopbackHTTP.Answer, any Error>?
+    private var _elapsed: Double?
+
+    init(port: Int, request: [UInt8], nonce: [UInt8]) throws {
+        self.nonce = nonce
+        connection = try LoopbackHTTP(port: port, timeout: 60)
+        let start = ProcessInfo.processInfo.systemUptime
+        Thread { [self] in
+            let result = Result { try connection.exchange(request) }
+            lock.withLock {
+                _result = result
+                _elapsed = ProcessInfo.processInfo.systemUptime - start
+            }
+            done.signal()
+        }.start()
+    }
+
+    /// The answer, or what went wrong; nil while none came.
+    var result: Result<LoopbackHTTP.Answer, any Error>? { lock.withLock { _result } }
+    /// Seconds from the request to its answer; nil while none came.
+    var elapsed: Double? { lock.withLock { _elapsed } }
+
+    /// The answer, waiting for it at most `seconds`.
+    func answer(within seconds: Double) throws -> LoopbackHTTP.Answer {
+        if result == nil {
+            guard done.wait(timeout: .now() + seconds) == .success else { throw LoopbackHTTP.Failure(description: "no answer in \(seconds) s") }
+            done.signal()
+        }
+        return try result!.get()
+    }
+
+    /// Closes the connection, as a client that goes away does.
+    func hangUp() { connection.hangUp() }
+}
+
+/// A user's identity, from its keystore.
+func signingIdentity(of user: User) throws -> Identity {
+    try Keystore.open(home: VaultHome.resolve(explicit: user.directory.file("home"))).unlock(passphrase: nil)
+}
