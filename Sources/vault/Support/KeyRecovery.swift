@@ -26,15 +26,14 @@ struct KeyRecoveryOptions: ParsableArguments {
 
     @OptionGroup var relays: RelayRecoveryOptions
 
-    func validate() throws {
-        if relays.dealer != nil || relays.from != nil { throw ValidationError("--dealer and --from are for 'vault recover' only") }
-    }
 
     /// Recovers `holding` as the keystore's identity (unlocked when it is needed): from
     /// holders on the LAN, then, for what they did not give, through the relays of your
     /// groups.
     func recoverKey(_ holding: KeyHolding, keystore: Keystore, keys: PassphraseOption) async throws -> SecureBytes {
         defer { ProgressLine.end() }
+        // A key held here is recovered with its own share: there is no dealer to name.
+        if relays.dealer != nil { throw CLIError.invalidInput("--dealer and --from are for 'vault recover' and 'vault reshare'") }
         let identity = try keys.unlock(keystore)
         let recoverer = recoverer(keystore, identity: identity)
         let secret = holding.secret

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import VaultCore
 import VaultNet
+import VaultRelayClient
 
 struct Reshare: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -43,14 +44,18 @@ struct Reshare: AsyncParsableCommand {
 
     func run() async throws {
         let keystore = try home.openKeystore()
-        let old = try keystore.secret(matching: secret)
-        if rotate && old.header.type != .key { throw ValidationError("--rotate is for shared keys only") }
+        let target = try recovery.relays.target(secret, keystore: keystore)
         let names = to.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
         guard Set(names.map { $0.lowercased() }).count == names.count else { throw CLIError.invalidInput("--to names a holder twice") }
         let peers = try names.map { try keystore.peer(named: $0) }
         let addresses = outDir == nil ? try await recovery.reach.addresses(for: try keystore.peers(), discovering: peers) : [:]
         let identity = try keys.unlock(keystore)
         let localName = try name.map { try Label($0) }
+        guard let old = target.own else {
+            return try await reshareOntoNewMachine(target, keystore: keystore, identity: identity, peers: peers, name: localName,
+                                                   addresses: addresses)
+        }
+        if rotate && old.header.type != .key { throw ValidationError("--rotate is for shared keys only") }
 
         let recoverer = recovery.recoverer(keystore, identity: identity)
         let gathered = try await recoverer.gatherPieces(of: old)
@@ -84,8 +89,14 @@ struct Reshare: AsyncParsableCommand {
                                           outDir: outDir, addresses: addresses)
             if rotate { try reencryptItems(keystore: keystore, from: old.header.keyID!, oldKey: key, to: stored.header.keyID!, newKey: value) }
         } else {
-            stored = try await reshareStream(old, request: request, gathered: gathered, keystore: keystore, identity: identity, peers: peers,
-                                             name: localName, addresses: addresses, password: askPassword, passwordUsed: { password })
+            // Gathered pieces are files deleted when released: kept until the stream ends.
+            let pieces = gathered.map(\.path)
+            defer { withExtendedLifetime(gathered) {} }
+            stored = try await reshareStream(request: request, keystore: keystore, identity: identity, peers: peers, name: localName,
+                                             addresses: addresses, passwordUsed: { password }) { ready, output in
+                _ = try SecretRecovery.recover(old, keystore: keystore, identity: identity, pieceFiles: pieces, password: askPassword,
+                                               metadataReady: ready, output: output)
+            }
         }
         // Without --name, the old name moves to the new secret; the old share stays, by its id.
         if localName == nil, old.name != nil { try keystore.moveName(from: old, to: stored) }
@@ -96,20 +107,18 @@ struct Reshare: AsyncParsableCommand {
     /// Streams a secret of any size from recovery into the new shares through a pipe: a
     /// thread recovers into its write end, the dealer reads the other. Nothing is kept unless
     /// recovery ended well, so a failure part way cannot produce a truncated secret.
-    private func reshareStream(_ old: StoredSecret, request: ShareRequest, gathered: [OutputFile], keystore: Keystore, identity: Identity,
-                               peers: [Peer], name: Label?, addresses: [String: PeerAddress],
-                               password: @escaping () throws -> SecureBytes, passwordUsed: @escaping () -> SecureBytes?) async throws -> StoredSecret {
+    private func reshareStream(request: ShareRequest, keystore: Keystore, identity: Identity, peers: [Peer], name: Label?,
+                               addresses: [String: PeerAddress], passwordUsed: @escaping () -> SecureBytes?,
+                               recover: @escaping (_ metadataReady: @escaping (SecretMetadata) throws -> Void,
+                                                   _ output: @escaping (UnsafeRawBufferPointer) throws -> Void) throws -> Void) async throws -> StoredSecret {
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { throw VaultError.fileSystem(path: "pipe", reason: String(cString: strerror(errno))) }
         let state = RecoveryThreadState()
-        let pieces = gathered.map(\.path)
         let writeEnd = fds[1]
         let thread = Thread {
             defer { close(writeEnd) }
             do {
-                _ = try SecretRecovery.recover(old, keystore: keystore, identity: identity, pieceFiles: pieces, password: password,
-                                               metadataReady: { state.metadataReady($0) },
-                                               output: { bytes in try writeAll(writeEnd, bytes) })
+                try recover({ state.metadataReady($0) }, { bytes in try writeAll(writeEnd, bytes) })
                 state.finish(nil)
             } catch {
                 state.finish(error)
@@ -121,9 +130,34 @@ struct Reshare: AsyncParsableCommand {
         request.metadata = metadata
         request.password = passwordUsed()
         var source = FileSource(fileDescriptor: fds[0], path: "the recovered secret")
-        defer { withExtendedLifetime(gathered) {} }
         return try await distribute(request, content: &source, peers: peers, keystore: keystore, identity: identity, name: name,
                                     outDir: outDir, addresses: addresses) { try state.waitForEnd() }
+    }
+
+    /// A secret this identity holds no share of (its old machine is lost): recovered
+    /// through relays from the holders `--from` names, with their approval, and shared
+    /// again with this identity as its dealer. A key keeps its value and id, so its items
+    /// still open.
+    private func reshareOntoNewMachine(_ target: RecoveryTarget, keystore: Keystore, identity: Identity, peers: [Peer], name: Label?,
+                                       addresses: [String: PeerAddress]) async throws {
+        if rotate { throw ValidationError("--rotate needs a share of the key: recover onto this machine first") }
+        let outcome = try await recovery.relays.recover(target, lanPieces: 0, keystore: keystore, identity: identity, timeout: recovery.timeout)
+        guard let header = outcome.header else { throw VaultError.tooFewPieces(have: 0, need: 0, missing: []) }
+        var password: SecureBytes?
+        let ask = layerPassword(file: passwordFile ?? recovery.keyPasswordFile, prompt: "Password for the secret: ")
+        var request = ShareRequest(type: header.type, description: header.description, threshold: threshold,
+                                   holders: peers.map { (label: $0.label, card: $0.card) }, replaces: header.secretID)
+        request.keyID = header.keyID
+        let pieces = outcome.pieces, replyKey = outcome.remote.replyKey
+        let stored = try await reshareStream(request: request, keystore: keystore, identity: identity, peers: peers, name: name,
+                                             addresses: addresses, passwordUsed: { password }) { ready, output in
+            _ = try SecretRecovery.recover(header: header, keystore: keystore, identity: identity, pieceFiles: pieces, replyKeys: [replyKey],
+                                           password: { let value = try ask(); password = value; return value },
+                                           metadataReady: ready, output: output)
+        }
+        outcome.remote.end()
+        Terminal.standardError("reshared \(header.type) \(header.secretIDHex.prefix(16)) as \(stored.header.secretIDHex.prefix(16)), "
+            + "dealt by you; the old shares stay valid until their holders delete them")
     }
 
     /// Every local item under the old key, re-encrypted under the new one (then the old
