@@ -147,7 +147,7 @@ if Context.environment["VAULT_FUZZ"] == "1" {
         ("FuzzKeyCard", ["VaultCore"]), ("FuzzQRText", ["VaultCore"]), ("FuzzBundle", ["VaultCore"]),
         ("FuzzReleasedPiece", ["VaultCore"]), ("FuzzItem", ["VaultCore"]), ("FuzzPasswordLayer", ["VaultCore"]),
         ("FuzzNoise", ["VaultNet", "VaultCore"]), ("FuzzPeerMessage", ["VaultNet", "VaultCore"]),
-        ("FuzzDNS", ["VaultNet"]), ("FuzzURL", ["VaultCore"]),
+        ("FuzzDNS", ["VaultNet"]), ("FuzzURL", ["VaultCore"]), ("FuzzHolderRecord", ["VaultCore"]),
     ]
     for (name, dependencies) in targets {
         package.targets.append(.executableTarget(name: name, dependencies: dependencies + ["FuzzSupport"], path: "Fuzz/Targets/\(name)",

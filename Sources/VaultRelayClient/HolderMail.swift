@@ -70,7 +70,7 @@ public enum HolderMail {
     public static func ask(_ recovery: Recovery, holder: Peer, in group: GroupRecord, own: StoredSecret?, keystore: Keystore,
                            identity: Identity) async throws {
         let now = UInt64(Date().timeIntervalSince1970)
-        let left = UInt64(max(60, recovery.expires.timeIntervalSince1970 - Double(now)))
+        let left = UInt64(max(1, recovery.expires.timeIntervalSince1970 - Double(now)))
         let request = try RelayPieceRequest.make(secretID: recovery.secretID, dealer: recovery.dealer, holder: holder.card, own: own,
                                                  identity: identity, replyKey: recovery.replyPublicKey, lifetime: left, now: now)
         let stored = try await send(to: holder.card, in: group, lifetime: left, keystore: keystore, identity: identity) { emit in

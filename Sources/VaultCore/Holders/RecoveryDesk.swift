@@ -19,7 +19,7 @@ public enum RecoveryDesk {
     public static func take(answer nonce: [UInt8], outcome: HolderRecord.PieceOutcome, prefix: [UInt8]?, piece: (path: String, offset: UInt64)?,
                             from sender: KeyCard, keystore: Keystore, identity: Identity, now: Date = Date()) throws -> Taken {
         guard let (recovery, ask) = try keystore.ask(nonce: nonce) else {
-            return .refused("an answer to no request under way here (an old answer replayed, or one for another requester)")
+            return .refused("an answer to no request under way here (one that expired, an old answer replayed, or one for another requester)")
         }
         guard Sodium.equal(ask.holderKey, sender.agreementKey) else {
             return .refused("an answer for \(ask.holderLabel)'s request came from another member (redirected)")

@@ -258,4 +258,34 @@ final class HoldersWorld {
         let atAlice = try w["alice"].vault.run("receive")
         #expect(atAlice.stderr.contains("refused an answer to no request under way here"), "\(atAlice.stderr)")
     }
+
+    /// Requests live as long as `--ttl` says (short here): an unanswered one expires at its
+    /// holder, who answers that nobody approved in time and logs it, and the requester's next
+    /// run starts again. A member removed from the group can neither ask nor be asked
+    /// through it.
+    @Test func requestsExpireAndRemovedMembersCannotAsk() throws {
+        let w = try HoldersWorld(["alice", "bob", "carol"])
+        let id = try w.share("the boat leaves at six", with: ["bob", "carol"])
+        let first = try w["alice"].vault.run(["recover", id, "--ttl", "5s"])
+        #expect(first.status == 75, "\(first.stderr)")
+        // Bob sees it while it lives, and does not answer.
+        #expect(try w["bob"].vault.run("receive").stderr.contains("'alice' asks for piece 2"))
+        sleep(6)
+        let atBob = try w["bob"].vault.run("receive")
+        #expect(atBob.stderr.contains("answered 'alice' about its piece request"), "\(atBob.stderr)")
+        #expect(try w["bob"].ok("requests").isEmpty)
+        #expect(try w["bob"].ok("secrets", "show", id).contains("alice (index 1)  timed out"))
+        let second = try w["alice"].vault.run(["recover", id, "--ttl", "1h"])
+        #expect(second.status == 75, "\(second.stderr)")
+        #expect(second.stderr.contains("bob: asked through the relays of friends"), "\(second.stderr)")
+
+        // Alice removes carol: carol's requests are refused by the relays, and alice asks
+        // her nothing through the group.
+        try w["alice"].ok("group", "remove", "friends", "carol")
+        let byCarol = try w["carol"].vault.run(["recover", id])
+        #expect(byCarol.status != 0)
+        #expect(byCarol.stderr.contains("alice: not asked through relays"), "\(byCarol.stderr)")
+        let holders = try w["alice"].ok("secrets", "show", id)
+        #expect(holders.contains("carol (index 3)"), "\(holders)")
+    }
 }

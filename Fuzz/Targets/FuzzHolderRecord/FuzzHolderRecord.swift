@@ -1,0 +1,22 @@
+import Foundation
+import FuzzSupport
+@testable import VaultCore
+
+/// A holder record (FORMAT §20), as a holder message's sealed body carries it: its head is
+/// read (a piece request parsed whole, signature included), and for a release its bundle
+/// prefix parsed as the requester parses it. Seeds: a signed piece request from a requester
+/// without a share, each answer, a share offer's start.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    var source = BytesSource(Array(UnsafeBufferPointer(start: data, count: size)))
+    guard let head = try? HolderRecord.readHead(&source) else { return 0 }
+    if case .pieceAnswer(_, .released, let prefix?) = head {
+        var offset = 0
+        _ = try? ShareBundle.parsePrefix { count in
+            let end = min(offset + count, prefix.count)
+            defer { offset = end }
+            return Array(prefix[offset..<end])
+        }
+    }
+    return 0
+}
