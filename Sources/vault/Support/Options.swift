@@ -95,6 +95,14 @@ func layerPassword(file: String?, prompt: String) -> () throws -> SecureBytes {
     }
 }
 
+/// ``layerPassword(file:prompt:)`` with `file` read now, before anything is asked: a
+/// password file that is missing fails at once, not after the passphrase and the pieces.
+func layerPasswordReadingFirst(file: String?, prompt: String) throws -> () throws -> SecureBytes {
+    guard let file else { return layerPassword(file: nil, prompt: prompt) }
+    let password = try PassphraseFile.read(file)
+    return { password }
+}
+
 /// JSON on stdout with stable key order.
 func printJSON(_ value: some Encodable) throws {
     let encoder = JSONEncoder()

@@ -190,3 +190,13 @@ enum Report {
         }
     }
 }
+
+/// Runs `body`, which reads the input `file`; a refusal then names the file
+/// (``VaultError/about(file:)``), as every error about an input file does.
+func naming<T>(_ file: String, _ body: () throws -> T) throws -> T {
+    do {
+        return try body()
+    } catch let error as VaultError {
+        throw error.about(file: file)
+    }
+}

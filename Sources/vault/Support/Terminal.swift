@@ -61,6 +61,43 @@ enum Terminal {
             return first
         }
     }
+
+    /// The most a note typed on the terminal may be.
+    static let largestTypedNote = 1 << 20
+
+    /// Reads what the person types on standard input, a terminal, until Ctrl-D, after
+    /// telling them so: all of it, into locked memory, before any work starts. So nothing
+    /// is drawn over the typing (a progress line would be, while work waits on the reads),
+    /// and a typed secret only ever sits in memory that is wiped.
+    static func typedNote(_ what: String) throws -> SecureBytes {
+        tell("Type \(what), then press Ctrl-D at the start of a line:")
+        return try ProgressLine.pausing {
+            var buffer = SecureBytes(count: 4096)
+            var length = 0
+            while true {
+                if length == buffer.count {
+                    guard buffer.count < largestTypedNote else {
+                        throw CLIError.unavailable("more than \(largestTypedNote >> 20) MiB was typed", hint: "give it as a FILE instead")
+                    }
+                    let larger = SecureBytes(count: 2 * buffer.count)
+                    buffer.withUnsafeBytes { old in larger.withUnsafeMutableBytes { $0.copyMemory(from: old) } }
+                    buffer = larger
+                }
+                let count = buffer.withUnsafeMutableBytes { read(STDIN_FILENO, $0.baseAddress! + length, $0.count - length) }
+                if count < 0 && errno == EINTR { continue }
+                guard count >= 0 else { throw VaultError.fileSystem(path: "standard input", reason: String(cString: strerror(errno))) }
+                if count == 0 { break }
+                length += count
+            }
+            return buffer.withUnsafeBytes { SecureBytes(copying: $0.prefix(length)) }
+        }
+    }
+
+    /// Tells the person at the terminal, as a prompt does (nothing without one).
+    static func tell(_ text: String) {
+        guard let tty = TTY() else { return }
+        ProgressLine.clearing { tty.write(text + "\n") }
+    }
 }
 
 /// The controlling terminal, opened read-write.

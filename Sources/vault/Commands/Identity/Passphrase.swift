@@ -24,14 +24,16 @@ struct Passphrase: ParsableCommand {
 
     func run() throws {
         let keystore = try home.openKeystore()
+        // A new passphrase's file is read before the current passphrase is asked for.
+        let fromFile = try newPassphraseFile.map { try PassphraseFile.read($0) }
         let info = try keystore.identityInfo()
         let old = try current.passphrase(for: info)
         // Check the current passphrase before asking for a new one.
         _ = try keystore.unlock(passphrase: old)
         let new: SecureBytes? = if remove {
             nil
-        } else if let newPassphraseFile {
-            try PassphraseFile.read(newPassphraseFile)
+        } else if let fromFile {
+            fromFile
         } else {
             try Terminal.passphrase(prompt: "New passphrase: ", confirm: true)
         }

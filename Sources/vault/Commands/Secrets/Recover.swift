@@ -24,8 +24,12 @@ struct Recover: AsyncParsableCommand {
             help: ArgumentHelp("Pieces released to you with 'vault secrets release'.", valueName: "file"))
     var pieces: [String] = []
 
-    @Option(name: [.short, .customLong("output")], help: ArgumentHelp("Write the secret to this file (default: standard output).", valueName: "file"))
+    @Option(name: [.short, .customLong("output")], help: ArgumentHelp("Write the secret to this file; - for standard output (the default, but for a file on a terminal).", valueName: "file"))
     var output: String?
+
+    @Flag(name: [.customShort("O"), .customLong("save")],
+          help: "Save the secret in the current directory under the file's own name (made safe; never over an existing file).")
+    var save = false
 
     @Flag(help: "Replace an existing output file.")
     var force = false
@@ -44,19 +48,42 @@ struct Recover: AsyncParsableCommand {
 
     @OptionGroup var progress: ProgressOption
 
+    func validate() throws {
+        if save && output != nil { throw ValidationError("--save and --output exclude each other") }
+    }
+
     func run() async throws {
         let keystore = try home.openKeystore()
         let secret = try keystore.secret(matching: self.secret)
+        let type = secret.header.type
+        let id = String(secret.header.secretIDHex.prefix(16))
+        let toStandardOutput = output == "-" || (output == nil && !save)
+        // A file's bytes would garble the terminal (or drive it): refused before anything is
+        // asked, gathered or written, as `item show` refuses.
+        if type == .file && output == nil && !save && isatty(STDOUT_FILENO) == 1 {
+            throw CLIError.unavailable("secret \(id) is a file, not text, and standard output is a terminal",
+                                       hint: "save it under its own name with 'vault recover \(self.secret) --save', or write it with -o FILE")
+        }
+        // Input files are checked before the passphrase is asked for.
+        for path in pieces { _ = try FileSource(path: path) }
+        let password = try layerPasswordReadingFirst(file: passwordFile, prompt: "Password for the secret: ")
         let identity = try keys.unlock(keystore)
         let gathered = pieces.isEmpty ? try await reach.recoverer(keystore, identity: identity, timeout: timeout).gatherPieces(of: secret) : []
         let pieces = self.pieces + gathered.map(\.path)
-        let file = try output.map { try OutputFile(path: $0, replace: force, hiddenUntilCommit: true, durable: sync) }
-        let type = secret.header.type
-        let password = layerPassword(file: passwordFile, prompt: "Password for the secret: ")
+        let destination = RecoveredFile()
+        destination.file = try output.flatMap { $0 == "-" ? nil : try OutputFile(path: $0, replace: force, hiddenUntilCommit: true, durable: sync) }
         // Plaintext goes straight from vault's buffers to the file descriptor: no copies
         // in Foundation buffers that nobody wipes.
         let sink: (UnsafeRawBufferPointer) throws -> Void = { bytes in
-            if let file { try file.write(bytes) } else { try writeStandardOutput(bytes) }
+            if let file = destination.file { try file.write(bytes) } else { try writeStandardOutput(bytes) }
+        }
+        let durable = sync, save = self.save
+        // With --save the name is known once the fields are decrypted, before any content.
+        let begin: (SecretMetadata) throws -> Void = { metadata in
+            if save {
+                let name = ReceivedFileName.safeName(for: metadata.fileName, fallback: "\(id).txt")
+                destination.file = try OutputFile(path: name, hiddenUntilCommit: true, durable: durable)
+            }
         }
         let peers = try keystore.peers()
         func holder(_ piece: PieceOutcome) -> String {
@@ -67,13 +94,16 @@ struct Recover: AsyncParsableCommand {
             let label = peers.first { $0.card == sender }?.label.value ?? "unknown holder \(sender.fingerprint)"
             return gathered.contains { $0.path == piece.source } ? "'\(label)'" : "'\(label)' (\(piece.source))"
         }
-        let presenter = PlaintextPresenter(type: type, toStandardOutput: file == nil, sink: sink)
+        let presenter = PlaintextPresenter(type: type, toStandardOutput: toStandardOutput, sink: sink)
         let meter = ProgressMeter("recovering")
         ProgressLine.show("recovering", [meter])
         // Gathered pieces are files deleted when released: keep them until recovery is done.
         let result = try withExtendedLifetime(gathered) { try SecretRecovery.recover(
             secret, keystore: keystore, identity: identity, pieceFiles: pieces, password: password,
-            metadataReady: presenter.begin,
+            metadataReady: { metadata in
+                try begin(metadata)
+                try presenter.begin(metadata)
+            },
             verified: { piece in
                 if let problem = piece.problem {
                     Terminal.standardError("vault: warning: piece \(piece.index ?? 0) from \(holder(piece)) set aside, \(problem)")
@@ -84,13 +114,19 @@ struct Recover: AsyncParsableCommand {
             progress: meter,
             output: presenter.write) }
         try presenter.finish()
-        try file?.commit()
+        try destination.file?.commit()
         ProgressLine.end()
         for line in PlaintextPresenter.fieldLines(result.metadata) { Terminal.standardError(line) }
         let used = result.pieces.filter { $0.problem == nil }.compactMap(\.index).prefix(secret.header.threshold)
-        Terminal.standardError("recovered \(type) \(secret.header.secretIDHex.prefix(16)) from pieces \(used.map(String.init).joined(separator: ", "))"
-            + (output.map { " into \($0)" } ?? ""))
+        Terminal.standardError("recovered \(type) \(id) from pieces \(used.map(String.init).joined(separator: ", "))"
+            + (destination.file.map { " into \(TerminalText.escaped($0.path))" } ?? ""))
     }
+}
+
+/// Where `vault recover` writes: a file given with -o, one named after the secret's own
+/// file name (--save, known only once the fields are decrypted), or standard output (nil).
+private final class RecoveredFile {
+    var file: OutputFile?
 }
 
 /// Writes to standard output with write(2), retrying short writes.
