@@ -98,7 +98,7 @@ struct Recover: AsyncParsableCommand {
         let meter = ProgressMeter("recovering")
         ProgressLine.show("recovering", [meter])
         // Gathered pieces are files deleted when released: keep them until recovery is done.
-        let result = try withExtendedLifetime(gathered) { try SecretRecovery.recover(
+        let result = try withReleaseHint(secret: id, me: identity.label) { try withExtendedLifetime(gathered) { try SecretRecovery.recover(
             secret, keystore: keystore, identity: identity, pieceFiles: pieces, password: password,
             metadataReady: { metadata in
                 try begin(metadata)
@@ -112,7 +112,7 @@ struct Recover: AsyncParsableCommand {
                 }
             },
             progress: meter,
-            output: presenter.write) }
+            output: presenter.write) } }
         try presenter.finish()
         try destination.file?.commit()
         ProgressLine.end()
@@ -120,6 +120,19 @@ struct Recover: AsyncParsableCommand {
         let used = result.pieces.filter { $0.problem == nil }.compactMap(\.index).prefix(secret.header.threshold)
         Terminal.standardError("recovered \(type) \(id) from pieces \(used.map(String.init).joined(separator: ", "))"
             + (destination.file.map { " into \(TerminalText.escaped($0.path))" } ?? ""))
+    }
+}
+
+/// Runs recovery; when too few pieces check out, the hint says what each missing holder
+/// runs to release one offline, filled in for this secret and this identity.
+private func withReleaseHint<T>(secret id: String, me: Label, _ body: () throws -> T) throws -> T {
+    do {
+        return try body()
+    } catch VaultError.tooFewPieces(let have, let need, let missing) {
+        let error = VaultError.tooFewPieces(have: have, need: need, missing: missing)
+        let file = ShellWord.quoted("\(id.prefix(8))-for-\(me).vpiece")
+        throw CLIError.unavailable(error.description, hint: "ask another holder to run 'vault secrets release \(id) --for \(ShellWord.quoted(me.value)) "
+            + "-o \(file)' and pass that file with --piece, or to run 'vault serve' and approve your request")
     }
 }
 
