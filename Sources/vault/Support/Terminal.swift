@@ -46,19 +46,41 @@ enum Terminal {
         }
     }
 
-    /// Reads a passphrase on the terminal without echo. With `confirm`, asks twice.
-    static func passphrase(prompt: String, confirm: Bool = false) throws -> SecureBytes {
+    /// Reads a passphrase on the terminal without echo. With `confirm`, asks twice, and
+    /// asks again when the two differ or the first is empty, up to ``PassphraseRules/tries``
+    /// times. With `guarding` (what a guessed passphrase would give away), one shorter than
+    /// ``PassphraseRules/advisedLength`` is used only once the person confirms it.
+    static func passphrase(prompt: String, confirm: Bool = false, guarding: String? = nil) throws -> SecureBytes {
         guard let tty = TTY() else {
             throw CLIError.noTerminal(purpose: "a passphrase", alternative: "pass --passphrase-file FILE")
         }
         // A progress line stays off the terminal while the person types.
         return try ProgressLine.pausing {
-            let first = try tty.readSecret(prompt: prompt)
-            if confirm {
+            guard confirm else { return try tty.readSecret(prompt: prompt) }
+            var failure = CLIError.passphrasesDiffer
+            for _ in 1...PassphraseRules.tries {
+                let first = try tty.readSecret(prompt: prompt)
+                if first.count == 0 {
+                    tty.write("It is empty; try again.\n")
+                    failure = .invalidInput("the passphrase is empty")
+                    continue
+                }
+                if let guarding, let short = PassphraseRules.shortness(first) {
+                    tty.write("\(short): \(guarding).\n")
+                    tty.discardTypedAhead()
+                    tty.write("Use it anyway? [y/N] ")
+                    let answer = tty.readLine(echo: true)?.trimmingCharacters(in: .whitespaces).lowercased()
+                    guard answer == "y" || answer == "yes" else {
+                        failure = .invalidInput("no passphrase was chosen")
+                        continue
+                    }
+                }
                 let second = try tty.readSecret(prompt: "Repeat it: ")
-                guard first.constantTimeEquals(second) else { throw CLIError.passphrasesDiffer }
+                if first.constantTimeEquals(second) { return first }
+                tty.write("They do not match; try again.\n")
+                failure = .passphrasesDiffer
             }
-            return first
+            throw failure
         }
     }
 
