@@ -51,6 +51,11 @@ import VaultTestSupport
         }
         let armored = try bob.fails(["item", "import", "-"], stdin: "-----BEGIN VAULT ITEM-----\nAAAA\n")
         #expect(armored.contains("vault: error: standard input: "), "\(armored)")
+        let scanned = try bob.fails(["scan", "-"], stdin: "VAULTITEM1NOTANITEM")
+        #expect(scanned.contains("vault: error: standard input: "), "\(scanned)")
+        #expect(try bob.fails("scan", "--image", junk).contains("vault: error: cannot read image \(junk)"))
+        let id = try circle.share(from: "alice", ["--type", "note", note, "--to", "bob", "-k", "2"])
+        #expect(try bob.fails("recover", id, "--piece", garbage).contains("vault: error: \(garbage) is malformed"))
     }
 
     /// A missing --out-dir is created at 0700, with its parents; a command that fails then
