@@ -11,8 +11,10 @@ public final class TerminalSession {
     private let stdoutRead: Int32
     private let stderrRead: Int32
     private var finished: ProcessResult?
-    /// Everything the program wrote to the terminal so far.
-    public private(set) var transcript = ""
+    /// Everything the program wrote to the terminal so far, decoded whole (a character
+    /// may arrive in two reads).
+    public var transcript: String { String(decoding: output, as: UTF8.self) }
+    private var output: [UInt8] = []
     /// The program's process id (to read /proc/PID while it runs).
     public var processID: pid_t { pid }
 
@@ -57,11 +59,12 @@ public final class TerminalSession {
         if finished == nil { close(stdoutRead); close(stderrRead) }
     }
 
-    /// Reads the terminal until `text` appears. Fails after `timeout` seconds.
-    public func expect(_ text: String, timeout: Double = 20) throws {
+    /// Reads the terminal until `text` appears (the `times`th time, for a prompt shown
+    /// again). Fails after `timeout` seconds.
+    public func expect(_ text: String, times: Int = 1, timeout: Double = 20) throws {
         let deadline = Date().addingTimeInterval(timeout)
         var chunk = [UInt8](repeating: 0, count: 4096)
-        while !transcript.contains(text) {
+        while transcript.components(separatedBy: text).count - 1 < times {
             let left = Int32(max(0, deadline.timeIntervalSinceNow) * 1000)
             var entry = pollfd(fd: master, events: Int16(POLLIN), revents: 0)
             guard left > 0, poll(&entry, 1, left) > 0 else {
@@ -73,7 +76,18 @@ public final class TerminalSession {
                 throw NSError(domain: "TerminalSession", code: 2, userInfo: [
                     NSLocalizedDescriptionKey: "terminal closed before \(text.debugDescription); it showed \(transcript.debugDescription)"])
             }
-            transcript += String(decoding: chunk[0..<count], as: UTF8.self)
+            output += chunk[0..<count]
+        }
+    }
+
+    /// Once the program has ended (``finish()``): reads what it left on the terminal.
+    public func readRest() {
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        var entry = pollfd(fd: master, events: Int16(POLLIN), revents: 0)
+        while poll(&entry, 1, 0) > 0, entry.revents & Int16(POLLIN) != 0 {
+            let count = read(master, &chunk, chunk.count)
+            guard count > 0 else { return }
+            output += chunk[0..<count]
         }
     }
 
@@ -83,9 +97,25 @@ public final class TerminalSession {
         _ = bytes.withUnsafeBytes { write(master, $0.baseAddress, $0.count) }
     }
 
+    /// Types Ctrl-D: at the start of a line, the end of input.
+    public func sendEndOfInput() {
+        var byte: UInt8 = 4
+        _ = write(master, &byte, 1)
+    }
+
     /// Sends the program `signal` (SIGTERM, as systemd or a shell's kill would).
     public func signal(_ number: Int32) {
         if finished == nil { kill(pid, number) }
+    }
+
+    /// ``finish()``, but a program still running after `seconds` (waiting at a prompt that
+    /// should never have been shown) is killed, so the test fails instead of hanging.
+    public func finish(within seconds: Double) -> ProcessResult {
+        let pid = self.pid
+        let watchdog = DispatchWorkItem { kill(pid, SIGKILL) }
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds, execute: watchdog)
+        defer { watchdog.cancel() }
+        return finish()
     }
 
     /// Waits for the program to exit and returns what it wrote to its pipes.

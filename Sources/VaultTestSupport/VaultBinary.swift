@@ -69,6 +69,14 @@ public struct VaultBinary: Sendable {
         try TerminalSession(Self.path, arguments, environment: childEnvironment.merging(extra) { $1 }, standardErrorOnTerminal: true)
     }
 
+    /// Starts `vault ARGUMENTS` as typed at a shell prompt: the pseudo-terminal is its
+    /// controlling terminal, its standard input and its standard output (what it prints
+    /// shows in the transcript, with the terminal's `\r\n` line ends); standard error stays
+    /// a pipe, for ``TerminalSession/finish()``.
+    public func atPrompt(_ arguments: [String]) throws -> TerminalSession {
+        try TerminalSession("/bin/sh", ["-c", "exec \"$0\" \"$@\" </dev/tty >/dev/tty", Self.path] + arguments, environment: childEnvironment)
+    }
+
     /// The keystore file's bytes: tests compare them before and after a refused command.
     public func keystoreBytes() -> Data? {
         FileManager.default.contents(atPath: fileRoot + home + "/vault.sqlite")

@@ -47,7 +47,7 @@ enum Entry {
     static func commandLine(_ error: Error) -> Never {
         let code = Vault.exitCode(for: error)
         guard code == .validationFailure else { Vault.exit(withError: error) }
-        Report.usage(Vault.message(for: error))
+        Report.usage(Vault.message(for: error), arguments: Array(CommandLine.arguments.dropFirst()))
         exit(code.rawValue)
     }
 }

@@ -128,6 +128,11 @@ public struct CardOffer: Sendable {
         }
     }
 
+    /// The text to give someone: `vault1…#label`, what `vault peer add` takes.
+    public var text: String {
+        card.text + (suggestedLabel.map { "#" + $0.value } ?? "")
+    }
+
     /// The payload for a QR code.
     public var qrPayload: String {
         card.text.uppercased() + (suggestedLabel.map { "#" + $0.value } ?? "")

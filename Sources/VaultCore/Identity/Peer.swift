@@ -78,6 +78,17 @@ extension Keystore {
         }
     }
 
+    /// Changes where a peer is reached (nil: nowhere stored, so discovery or `--peer`).
+    @discardableResult
+    public func setPeerAddress(_ name: String, to address: PeerAddress?) throws(VaultError) -> Peer {
+        let old = try peer(named: name)
+        return try write { db in
+            try db.execute(sql: "UPDATE peer SET address = ? WHERE label_key = ?", arguments: [address?.description, old.label.key])
+            guard db.changesCount == 1 else { throw VaultError.unknownPeer(name) }
+            return try Peer(row: Row.fetchOne(db, sql: "SELECT * FROM peer WHERE label_key = ?", arguments: [old.label.key])!)
+        }
+    }
+
     /// Stops trusting a peer.
     public func removePeer(named name: String) throws(VaultError) {
         let old = try peer(named: name)

@@ -11,7 +11,7 @@ enum FileModes {
             }
             return
         }
-        let parent = (home.directory as NSString).deletingLastPathComponent
+        let parent = PathText.directory(of: home.directory)
         do {
             if !parent.isEmpty {
                 try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)

@@ -171,7 +171,7 @@ public final class Keystore: Sendable {
             // do not linger past it in the file's unused tail.
             _ = try Int.fetchOne(db, sql: "PRAGMA journal_size_limit = 0")
         }
-        return try storage(on: (path as NSString).deletingLastPathComponent) { try DatabaseQueue(path: path, configuration: configuration) }
+        return try storage(on: PathText.directory(of: path)) { try DatabaseQueue(path: path, configuration: configuration) }
     }
 
     /// Copies the WAL into the database and empties it, after a write of identity secrets.

@@ -33,7 +33,7 @@ public enum PassphraseFile {
             if end > 0 && bytes[end - 1] == 0x0D { end -= 1 }
             return end
         }
-        guard end > 0 else { throw .emptyPassphrase }
+        guard end > 0 else { throw .inFile(path: path, .emptyPassphrase) }
         return buffer.slice(0..<end)
     }
 }

@@ -43,7 +43,7 @@ extension Keystore {
             guard errno == EEXIST else { throw .fileSystem(path: path, errno: errno) }
             return
         }
-        let parent = (path as NSString).deletingLastPathComponent
+        let parent = PathText.directory(of: path)
         try sync(parent, shownAs: parent)
     }
 

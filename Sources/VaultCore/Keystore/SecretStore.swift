@@ -39,6 +39,20 @@ public struct StoredSecret: Sendable {
     }
 }
 
+extension BundleHeader {
+    /// The header of the share bundle at `path`, as far as it can be read without a
+    /// keystore (its format and fields; the signature and the seal are checked later): lets
+    /// a command refuse a missing, truncated or foreign file before it asks for anything.
+    public static func read(bundleAt path: String) throws(VaultError) -> BundleHeader {
+        do {
+            var source = try FileSource(path: path)
+            return try ShareBundle.parsePrefix { try source.readFully($0) }.0
+        } catch {
+            throw VaultError.wrapping(error).about(file: path)
+        }
+    }
+}
+
 extension Keystore {
     /// The headers of share bundles, each checked as far as its header allows (the dealer's
     /// signature and trust, sealed to this identity, not held here yet) without storing
@@ -53,23 +67,16 @@ extension Keystore {
                 try read { db in try self.check(header, identity: identity, trusted: peers, db) }
                 return header
             } catch {
-                throw Self.refusal(VaultError.wrapping(error), of: path, among: paths.count)
+                throw VaultError.wrapping(error).about(file: path)
             }
         }
-    }
-
-    /// A refused bundle's error: of several, named by its file (a file-system error names
-    /// it already).
-    private static func refusal(_ error: VaultError, of path: String, among count: Int) -> VaultError {
-        if case .fileSystem = error { return error }
-        return count > 1 ? .inFile(path: path, error) : error
     }
 
     /// Imports share bundles, all or none, after checking each one as far as a holder can
     /// alone: the dealer's signature and trust, that it is sealed to this identity, the
     /// sealed keys bound to the header, the piece against the dealer's commitment and the
-    /// key share against the proof-of-possession key. Of several bundles, a refusal names
-    /// the file (``VaultError/inFile(path:_:)``). The files are copied: they stay as they are.
+    /// key share against the proof-of-possession key. A refusal names
+    /// the file (``VaultError/about(file:)``). The files are copied: they stay as they are.
     @discardableResult
     public func importBundles(_ paths: [String], identity: Identity, progress: ProgressMeter? = nil) throws(VaultError) -> [StoredSecret] {
         let peers = try peers()
@@ -82,7 +89,7 @@ extension Keystore {
                     var source = MeteredSource(file, meter: progress)
                     staged.append(try stage(copying: &source, identity: identity, trusted: peers))
                 } catch {
-                    throw Self.refusal(VaultError.wrapping(error), of: path, among: paths.count)
+                    throw VaultError.wrapping(error).about(file: path)
                 }
             }
         } catch {
@@ -90,7 +97,7 @@ extension Keystore {
             throw .wrapping(error)
         }
         return try keep(staged, identity: identity, role: .holder, names: paths.map { _ in nil }, trusted: peers) { index, error in
-            Self.refusal(error, of: paths[index], among: paths.count)
+            error.about(file: paths[index])
         }
     }
 
@@ -232,7 +239,7 @@ extension Keystore {
     private func stage(moving path: String, identity: Identity, trusted: [Peer], checkPiece: Bool) throws -> StagedBundle {
         try ensurePiecesDirectory()
         var staged = path
-        if (path as NSString).deletingLastPathComponent != piecesDirectory {
+        if PathText.directory(of: path) != piecesDirectory {
             staged = piecesDirectory + "/" + VaultHome.transientFileName("vshare")
             guard rename(path, staged) == 0 else {
                 // Another file system: copied instead (vault's own callers write in the folder).

@@ -242,7 +242,7 @@ public final class OutputFile {
         if hiddenUntilCommit {
             var info = stat()
             if !replace && lstat(path, &info) == 0 { throw .fileExists(path: path) }
-            let directory = (path as NSString).deletingLastPathComponent
+            let directory = PathText.directory(of: path)
             fd = open(directory.isEmpty ? "." : directory, Self.temporaryFileFlag | O_WRONLY | O_CLOEXEC, mode)
             if fd >= 0 {
                 unnamed = true

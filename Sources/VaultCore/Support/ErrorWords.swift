@@ -20,6 +20,13 @@ extension VaultError {
         return "a failure vault has no words for"
     }
 
+    /// This error as one about the input file at `path` (`FILE: the share bundle is
+    /// truncated`), unless it names that file already: every error about an input file
+    /// says which file (Docs/CLI.md, "Errors").
+    public func about(file path: String) -> VaultError {
+        description.contains(path) ? self : .inFile(path: path, self)
+    }
+
     /// Any error as a ``VaultError``: vault's own as it is, a file-system error as
     /// ``fileSystem(path:reason:)``, anything else as ``unexpected(_:)``.
     public static func wrapping(_ error: any Error) -> VaultError {

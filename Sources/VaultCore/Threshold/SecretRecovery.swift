@@ -163,8 +163,13 @@ public enum SecretRecovery {
         }
         guard good.count >= header.threshold else {
             let present = Set(good.map(\.index))
+            // Named as the bundle publishes them, else as this keystore knows the holder
+            // (its holder tag), else by index alone.
+            let peers = try keystore.peers()
             let missing = (1...header.count).filter { !present.contains($0) }.map { index in
-                header.labels.map { "\($0[index - 1]) (index \(index))" } ?? "index \(index)"
+                let label = header.labels?[index - 1].value
+                    ?? peers.first { header.index(of: $0.card.agreementKey) == index }?.label.value
+                return label.map { "\($0) (index \(index))" } ?? "index \(index)"
             }
             throw VaultError.tooFewPieces(have: good.count, need: header.threshold, missing: missing)
         }

@@ -35,8 +35,26 @@ struct PassphraseOption: ParsableArguments {
 
     /// Opens the private keys, asking for the passphrase when they are protected.
     func unlock(_ keystore: Keystore) throws -> Identity {
+        try open(keystore).identity
+    }
+
+    /// Opens the private keys, and returns the passphrase that opened them (nil when they
+    /// are not protected). On the terminal a wrong passphrase is asked again, up to
+    /// ``PassphraseRules/tries`` times in all, as sudo does: a typing slip should not cost
+    /// the whole command. From a file it is tried once.
+    func open(_ keystore: Keystore) throws -> (identity: Identity, passphrase: SecureBytes?) {
         let info = try keystore.identityInfo()
-        return try keystore.unlock(passphrase: passphrase(for: info))
+        let fromTerminal = info.isPassphraseProtected && passphraseFile == nil
+        for attempt in 1...PassphraseRules.tries {
+            let passphrase = try passphrase(for: info)
+            do {
+                return (try keystore.unlock(passphrase: passphrase), passphrase)
+            } catch {
+                guard error == .wrongPassphrase, fromTerminal, attempt < PassphraseRules.tries else { throw error }
+                Terminal.tell("Wrong passphrase; try again.")
+            }
+        }
+        throw VaultError.wrongPassphrase
     }
 
     /// The identity that signs a change to the items of `keyID` when that key is synced
@@ -77,8 +95,12 @@ struct PasswordLayerOptions: ParsableArguments {
 
     /// The password, if a layer was asked for (from the file, else twice on the terminal).
     func read(prompt: String) throws -> SecureBytes? {
-        if let passwordFile { return try PassphraseFile.read(passwordFile) }
-        return password ? try Terminal.passphrase(prompt: prompt, confirm: true) : nil
+        if let passwordFile {
+            let password = try PassphraseFile.read(passwordFile)
+            PassphraseRules.warnIfShort(password, from: passwordFile, guarding: PassphraseRules.passwordLayer)
+            return password
+        }
+        return password ? try Terminal.passphrase(prompt: prompt, confirm: true, guarding: PassphraseRules.passwordLayer) : nil
     }
 }
 
@@ -93,6 +115,14 @@ func layerPassword(file: String?, prompt: String) -> () throws -> SecureBytes {
             throw VaultError.passwordRequired
         }
     }
+}
+
+/// ``layerPassword(file:prompt:)`` with `file` read now, before anything is asked: a
+/// password file that is missing fails at once, not after the passphrase and the pieces.
+func layerPasswordReadingFirst(file: String?, prompt: String) throws -> () throws -> SecureBytes {
+    guard let file else { return layerPassword(file: nil, prompt: prompt) }
+    let password = try PassphraseFile.read(file)
+    return { password }
 }
 
 /// JSON on stdout with stable key order.

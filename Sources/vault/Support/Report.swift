@@ -65,13 +65,16 @@ enum Report {
         return NetError.words(for: error)
     }
 
-    /// A command-line mistake, as ArgumentParser describes it.
-    static func usage(_ message: String) {
+    /// A command-line mistake, as ArgumentParser describes it, unless the line has a command
+    /// or option that does not exist: that is named first, with the nearest that do. The
+    /// hint names the command the user ran.
+    static func usage(_ message: String, arguments: [String]) {
         var line = message.split(separator: "\n").first.map(String.init) ?? "invalid command line"
         if line.hasPrefix("Error: ") { line.removeFirst(7) }
         if let first = line.first { line = first.lowercased() + line.dropFirst() }
         if line.hasSuffix(".") { line.removeLast() }
-        print(line, hint: "'vault help COMMAND' shows how to use a command")
+        let (refusal, hint) = UsageAdvice(arguments: arguments).report(line)
+        print(refusal, hint: hint)
     }
 
     private static func print(_ message: String, hint: String?) {
@@ -157,8 +160,8 @@ enum Report {
             "'vault peer list' shows the trusted peers"
         case .unknownRelay:
             "'vault relay list' shows the pinned relays; 'vault relay add NAME URL' pins one"
-        case .duplicateRelay:
-            "choose another name, or remove the old one with 'vault relay rm NAME'"
+        case .duplicateRelay(let name):
+            "choose another name, or remove the old one with 'vault relay rm \(ShellWord.quoted(name))'"
         case .unknownGroup:
             "'vault group list' shows your groups; 'vault receive' fetches groups you were added to"
         case .ambiguousGroup:
@@ -168,7 +171,7 @@ enum Report {
         case .kdfParametersOutOfRange:
             "--scrypt-n takes a power of two from 32768 to 4194304"
         case .tooFewPieces:
-            "ask other holders to run 'vault secrets release ID --for YOU -o FILE' and pass their files with --piece"
+            "the holders missing must answer: ask them to run 'vault serve' and to approve your request, then try again"
         case .untrustedDealer:
             "import the dealer's key card first ('vault peer add'), comparing fingerprints"
         case .wrongPassword, .passwordRequired:
@@ -195,5 +198,15 @@ enum Report {
         default:
             nil
         }
+    }
+}
+
+/// Runs `body`, which reads the input `file`; a refusal then names the file
+/// (``VaultError/about(file:)``), as every error about an input file does.
+func naming<T>(_ file: String, _ body: () throws -> T) throws -> T {
+    do {
+        return try body()
+    } catch let error as VaultError {
+        throw error.about(file: file)
     }
 }

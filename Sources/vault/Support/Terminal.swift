@@ -59,20 +59,79 @@ enum Terminal {
         }
     }
 
-    /// Reads a passphrase on the terminal without echo. With `confirm`, asks twice.
-    static func passphrase(prompt: String, confirm: Bool = false) throws -> SecureBytes {
+    /// Reads a passphrase on the terminal without echo. With `confirm`, asks twice, and
+    /// asks again when the two differ or the first is empty, up to ``PassphraseRules/tries``
+    /// times. With `guarding` (what a guessed passphrase would give away), one shorter than
+    /// ``PassphraseRules/advisedLength`` is used only once the person confirms it.
+    static func passphrase(prompt: String, confirm: Bool = false, guarding: String? = nil) throws -> SecureBytes {
         guard let tty = TTY() else {
             throw CLIError.noTerminal(purpose: "a passphrase", alternative: "pass --passphrase-file FILE")
         }
         // A progress line stays off the terminal while the person types.
         return try ProgressLine.pausing {
-            let first = try tty.readSecret(prompt: prompt)
-            if confirm {
+            guard confirm else { return try tty.readSecret(prompt: prompt) }
+            var failure = CLIError.passphrasesDiffer
+            for _ in 1...PassphraseRules.tries {
+                let first = try tty.readSecret(prompt: prompt)
+                if first.count == 0 {
+                    tty.write("It is empty; try again.\n")
+                    failure = .invalidInput("the passphrase is empty")
+                    continue
+                }
+                if let guarding, let short = PassphraseRules.shortness(first) {
+                    tty.write("\(short): \(guarding).\n")
+                    tty.discardTypedAhead()
+                    tty.write("Use it anyway? [y/N] ")
+                    let answer = tty.readLine()?.trimmingCharacters(in: .whitespaces).lowercased()
+                    guard answer == "y" || answer == "yes" else {
+                        failure = .invalidInput("no passphrase was chosen")
+                        continue
+                    }
+                }
                 let second = try tty.readSecret(prompt: "Repeat it: ")
-                guard first.constantTimeEquals(second) else { throw CLIError.passphrasesDiffer }
+                if first.constantTimeEquals(second) { return first }
+                tty.write("They do not match; try again.\n")
+                failure = .passphrasesDiffer
             }
-            return first
+            throw failure
         }
+    }
+
+    /// The most a note typed on the terminal may be.
+    static let largestTypedNote = 1 << 20
+
+    /// Reads what the person types on standard input, a terminal, until Ctrl-D, after
+    /// telling them so: all of it, into locked memory, before any work starts. So nothing
+    /// is drawn over the typing (a progress line would be, while work waits on the reads),
+    /// and a typed secret only ever sits in memory that is wiped.
+    static func typedNote(_ what: String) throws -> SecureBytes {
+        tell("Type \(what), then press Ctrl-D at the start of a line:")
+        return try ProgressLine.pausing {
+            var buffer = SecureBytes(count: 4096)
+            var length = 0
+            while true {
+                if length == buffer.count {
+                    guard buffer.count < largestTypedNote else {
+                        throw CLIError.unavailable("more than \(largestTypedNote >> 20) MiB was typed", hint: "give it as a FILE instead")
+                    }
+                    let larger = SecureBytes(count: 2 * buffer.count)
+                    buffer.withUnsafeBytes { old in larger.withUnsafeMutableBytes { $0.copyMemory(from: old) } }
+                    buffer = larger
+                }
+                let count = buffer.withUnsafeMutableBytes { read(STDIN_FILENO, $0.baseAddress! + length, $0.count - length) }
+                if count < 0 && errno == EINTR { continue }
+                guard count >= 0 else { throw VaultError.fileSystem(path: "standard input", reason: String(cString: strerror(errno))) }
+                if count == 0 { break }
+                length += count
+            }
+            return buffer.withUnsafeBytes { SecureBytes(copying: $0.prefix(length)) }
+        }
+    }
+
+    /// Tells the person at the terminal, as a prompt does (nothing without one).
+    static func tell(_ text: String) {
+        guard let tty = TTY() else { return }
+        ProgressLine.clearing { tty.write(text + "\n") }
     }
 }
 

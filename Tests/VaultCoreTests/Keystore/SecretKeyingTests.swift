@@ -37,7 +37,9 @@ import VaultTestSupport
         let held = try keystores[1].secrets().filter { $0.header.secretID == real.secretID }
         #expect(Set(held.map(\.header.dealer.fingerprint)) == [identities[0].card.fingerprint, identities[2].card.fingerprint])
         // The same bundle twice is still one share.
-        #expect(throws: VaultError.duplicateSecret(id: real.secretIDHex)) { try keystores[1].importBundles([realPath], identity: identities[1]) }
+        #expect(throws: VaultError.inFile(path: realPath, .duplicateSecret(id: real.secretIDHex))) {
+            try keystores[1].importBundles([realPath], identity: identities[1])
+        }
         // Each opens as its own dealer's, and removing one leaves the other.
         try keystores[1].removeSecret(try #require(held.first { $0.header.dealer == identities[2].card }))
         #expect(try keystores[1].secrets().filter { $0.header.secretID == real.secretID }.map(\.header.dealer) == [identities[0].card])

@@ -77,7 +77,7 @@ import VaultTestSupport
         var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: bundles[1])))
         bytes[4] = 1
         let old = try deal.temporary.write("old.vshare", bytes)
-        #expect(throws: VaultError.unsupportedVersion(what: "the share bundle", version: 1, supported: 2)) {
+        #expect(throws: VaultError.inFile(path: old, .unsupportedVersion(what: "the share bundle", version: 1, supported: 2))) {
             try deal.keystores[1].importBundles([old], identity: deal.identities[1])
         }
         #expect(VaultError.unsupportedVersion(what: "the share bundle", version: 1, supported: 2).description

@@ -9,12 +9,36 @@ import VaultTestSupport
         let output = try user.ok("id")
         let card = try user.card()
         #expect(output.contains("label        alice\n"))
-        #expect(output.contains("card         \(card)\n"))
+        #expect(output.contains("card         \(card)#alice\n"))
         let fingerprint = try KeyCard(text: card).fingerprint
         #expect(output.contains("fingerprint  \(fingerprint)\n"))
         #expect(output.contains("▄") && output.contains("█"))
         // Not a terminal: no colour escapes.
         #expect(!output.contains("\u{1B}["))
+    }
+
+    /// Issue 32: the card's text carries the label, on the `card` line and with `--format
+    /// text`, so that `vault peer add "$(vault id --format text)"` needs no --label; the PNG
+    /// carries it too, and a card without one still imports with --label.
+    @Test func theCardTextCarriesTheLabelThatPeerAddTakes() throws {
+        let alice = try User().initialize("Zoë's laptop")
+        let bob = try User().initialize("bob")
+        let text = try alice.ok("id", "--format", "text").trimmingCharacters(in: .newlines)
+        #expect(text == (try alice.card()) + "#Zoë's laptop")
+        #expect(try alice.ok("id").contains("card         \(text)\n"))
+        try bob.ok("peer", "add", text, "--yes")
+        #expect(try bob.ok("peer", "show", "Zoë's laptop").contains(alice.card()))
+
+        let carol = try User().initialize("carol")
+        let png = carol.directory.file("carol.png")
+        try carol.ok("id", "--png", png)
+        try bob.ok("peer", "add", "--image", png, "--yes")
+        try bob.ok("peer", "show", "carol")
+
+        let dave = try User().initialize("dave")
+        #expect(try bob.fails("peer", "add", dave.card(), "--yes").contains("the card carries no label"))
+        try bob.ok("peer", "add", dave.card(), "--label", "dave", "--yes")
+        #expect(try bob.ok("peer", "show", "dave").contains(dave.card()))
     }
 
     @Test func printsEachFormat() throws {

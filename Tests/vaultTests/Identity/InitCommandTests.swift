@@ -123,13 +123,65 @@ import VaultTestSupport
         #expect(!change.transcript.contains("s3cret"))
     }
 
-    @Test func mismatchedRepeatStoresNothing() throws {
+    /// Issue 32: a new passphrase shorter than 8 characters is used only once confirmed; a
+    /// repeat that differs asks again, 3 times in all; a wrong passphrase typed on the
+    /// terminal gets 3 tries, as sudo gives (one from a file); nothing is stored before.
+    @Test func shortMismatchedAndWrongPassphrasesAreAskedAgain() throws {
+        let user = User()
+        let session = try user.vault.interactive("init", "--label", "alice")
+        try session.expect("New passphrase: ")
+        session.send("abc")
+        try session.expect("This has only 3 characters, fewer than the 8 advised: whoever copies the keystore could guess it, and act as you.")
+        try session.expect("Use it anyway? [y/N] ")
+        session.send("n")
+        try session.expect("New passphrase: ", times: 2)
+        session.send("correct horse")
+        try session.expect("Repeat it: ")
+        session.send("correct hors")
+        try session.expect("They do not match; try again.")
+        try session.expect("New passphrase: ", times: 3)
+        session.send("correct horse")
+        try session.expect("Repeat it: ", times: 2)
+        session.send("correct horse")
+        #expect(session.finish().status == 0)
+
+        let change = try user.vault.interactive("passphrase", "--remove")
+        for attempt in 1...2 {
+            try change.expect("Passphrase for alice: ", times: attempt)
+            change.send("wrong \(attempt)")
+            try change.expect("Wrong passphrase; try again.", times: attempt)
+        }
+        try change.expect("Passphrase for alice: ", times: 3)
+        change.send("correct horse")
+        let removed = change.finish()
+        #expect(removed.status == 0 && removed.stderr.contains("no longer passphrase-protected"), "\(removed.stderr)")
+
+        // From a file: a short one is warned about, and a wrong one tried once.
+        let short = try user.directory.write("short", Array("pw\n".utf8))
+        let set = try user.vault.run("passphrase", "--new-passphrase-file", short)
+        #expect(set.status == 0 && set.stderr.contains("vault: warning: the passphrase in \(short): this has only 2 characters, fewer than the 8 advised; whoever copies"), "\(set.stderr)")
+        #expect(try user.fails("passphrase", "--passphrase-file", try user.directory.write("wrong", Array("nope\n".utf8)), "--remove")
+            .contains("wrong passphrase"))
+
+        let three = try user.vault.interactive("passphrase", "--remove")
+        for attempt in 1...3 {
+            try three.expect("Passphrase for alice: ", times: attempt)
+            three.send("wrong \(attempt)")
+        }
+        let refused = three.finish()
+        #expect(refused.status == 1 && refused.stderr.contains("vault: error: wrong passphrase"), "\(refused.stderr)")
+        #expect(three.transcript.components(separatedBy: "Wrong passphrase; try again.").count == 3)
+    }
+
+    @Test func threeMismatchedRepeatsStoreNothing() throws {
         let user = User()
         let session = try user.vault.interactive("init", "--label", "alice", "--passphrase")
-        try session.expect("New passphrase: ")
-        session.send("one")
-        try session.expect("Repeat it: ")
-        session.send("two")
+        for attempt in 1...3 {
+            try session.expect("New passphrase: ", times: attempt)
+            session.send("one long passphrase")
+            try session.expect("Repeat it: ", times: attempt)
+            session.send("two long passphrases")
+        }
         let result = session.finish()
         #expect(result.status == 1)
         #expect(result.stderr.contains("the passphrases do not match"))

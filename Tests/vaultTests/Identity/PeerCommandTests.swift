@@ -98,7 +98,10 @@ import VaultTestSupport
         }
         #expect(try bob.fails("peer", "add", "-", "--label", "x", "--yes").contains("standard input holds no key card"))
         #expect(try bob.fails("peer", "add", card, "--label", "x", "--addr", "nowhere", "--yes").contains("invalid address"))
-        #expect(try bob.fails("peer", "add", card, "--image", "x.png", "--yes").contains("not both"))
+        #expect(try bob.fails("peer", "add", card, "--image", "x.png", "--yes", status: 64).contains("not both"))
+        // No card at all is a usage error, as any missing argument is (issue 32).
+        let none = try bob.fails("peer", "add", "--label", "x", "--yes", status: 64)
+        #expect(none.contains("no key card given") && none.contains("vault: hint: 'vault help peer add' shows how to use it"), "\(none)")
     }
 
     @Test func refusesImagesWithoutAKeyCard() throws {
@@ -136,6 +139,25 @@ import VaultTestSupport
         try bob.ok("peer", "remove", "caroline", "--yes")
         #expect(try bob.fails("peer", "remove", "caroline", "--yes").contains("no peer named"))
         #expect(try isEmptyJSONList(bob.ok("peer", "list", "--json")))
+    }
+
+    /// Issue 32: a peer's address changes (DHCP, another network) without a new key, so it
+    /// can be changed and forgotten; `peer add --addr` of a key already trusted says how.
+    @Test func setsAndClearsAPeersAddress() throws {
+        try bob.ok("peer", "add", alice.card(), "--label", "alice", "--addr", "192.168.1.20:7733", "--yes")
+        let again = try bob.fails("peer", "add", alice.card(), "--label", "alice", "--addr", "192.168.1.21:7733", "--yes")
+        #expect(again.contains("already trusted, as peer 'alice'")
+            && again.contains("vault: hint: to change where it is reached, run 'vault peer set-addr alice 192.168.1.21:7733'"), "\(again)")
+        let set = try bob.vault.run("peer", "set-addr", "ALICE", "192.168.1.21:7733")
+        #expect(set.status == 0 && set.stderr.contains("'alice' is reached at 192.168.1.21:7733"), "\(set.stderr)")
+        #expect(try bob.ok("peer", "show", "alice").contains("address      192.168.1.21:7733\n"))
+        try bob.ok("peer", "set-addr", "alice", "[::1]:7734")
+        #expect(try bob.ok("peer", "list").contains("[::1]:7734"))
+        try bob.ok("peer", "set-addr", "alice", "-")
+        #expect(try bob.ok("peer", "show", "alice").contains("address      -\n"))
+        #expect(try bob.fails("peer", "set-addr", "alice", "nowhere").contains("invalid address"))
+        #expect(try bob.fails("peer", "set-addr", "nobody", "10.0.0.1:7733").contains("no peer named 'nobody'"))
+        #expect(try bob.fails("peer", "set-addr", "alice", status: 64).contains("missing expected argument"))
     }
 }
 

@@ -39,7 +39,7 @@ import VaultTestSupport
         #expect(servers["dave"]!.0.log.contains("vault serve: stopped"))
         let short = try circle["bob"].fails(["recover", id] + fromBob)
         #expect(short.contains("dave: unreachable"))
-        #expect(short.contains("only 2 verified pieces, 3 needed; missing: index 1, index 4"))
+        #expect(short.contains("only 2 verified pieces, 3 needed; missing: alice (index 1), dave (index 4)"), "\(short)")
         for (process, _) in servers.values { process.stop() }
     }
 

@@ -65,7 +65,8 @@ final class User {
         return self
     }
 
+    /// The card alone, `vault1…`, without the `#label` that `vault id --format text` adds.
     func card() throws -> String {
-        try ok("id", "--format", "text").trimmingCharacters(in: .newlines)
+        String(try ok("id", "--format", "text").trimmingCharacters(in: .newlines).prefix { $0 != "#" })
     }
 }

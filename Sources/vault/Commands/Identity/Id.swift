@@ -6,9 +6,9 @@ struct Id: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show this machine's public key card, with its QR code.",
         discussion: """
-            Without options it shows the label, the card, the fingerprint and the QR code. The QR \
-            code carries the card in uppercase followed by '#' and your label, as a suggestion for \
-            the person who scans it.
+            Without options it shows the label, the card, the fingerprint and the QR code. The card \
+            text and the QR code carry your label after '#' (vault1…#alice), as a suggestion for \
+            the person who imports it.
             """)
 
     enum Format: String, ExpressibleByArgument, CaseIterable {
@@ -17,7 +17,7 @@ struct Id: ParsableCommand {
 
     @OptionGroup var home: HomeOption
 
-    @Option(help: "Print only the card, as text (vault1…), hex or base64 of its 65 bytes, or JSON.")
+    @Option(help: "Print only the card: as text with your label (vault1…#label), hex or base64 of its 65 bytes, or JSON.")
     var format: Format?
 
     @Flag(help: "Print only the QR code.")
@@ -49,7 +49,8 @@ struct Id: ParsableCommand {
         }
         let qrText = code.terminalText(invert: invert, color: Terminal.stdoutWantsColor)
         switch format {
-        case .text?: print(info.card.text)
+        // The label goes with the card, so that 'vault peer add "$(vault id --format text)"' names the peer.
+        case .text?: print(offer.text)
         case .hex?: print(info.card.encoded.hex)
         case .base64?: print(Data(info.card.encoded).base64EncodedString())
         case .json?:
@@ -58,7 +59,7 @@ struct Id: ParsableCommand {
         case nil where qr: print(qrText, terminator: "")
         case nil:
             print("label        \(info.label)")
-            print("card         \(info.card.text)")
+            print("card         \(offer.text)")
             print("fingerprint  \(info.card.fingerprint)")
             print()
             print(qrText, terminator: "")

@@ -55,6 +55,7 @@ struct Init: ParsableCommand {
         } else {
             try newPassphrase()
         }
+        if let passphraseFile, let secret { PassphraseRules.warnIfShort(secret, from: passphraseFile, guarding: PassphraseRules.keystore) }
         if noPassphrase {
             Terminal.standardError("vault: warning: the private keys are stored without a passphrase; "
                 + "anyone who copies \(home.vaultHome.keystorePath) can act as you ('vault passphrase' adds one)")
@@ -68,7 +69,7 @@ struct Init: ParsableCommand {
 
     private func newPassphrase() throws -> SecureBytes {
         do {
-            return try Terminal.passphrase(prompt: "New passphrase: ", confirm: true)
+            return try Terminal.passphrase(prompt: "New passphrase: ", confirm: true, guarding: PassphraseRules.keystore)
         } catch CLIError.noTerminal {
             throw CLIError.noTerminal(purpose: "a passphrase",
                                       alternative: "pass --passphrase-file FILE, or --no-passphrase to store the keys unprotected")

@@ -24,17 +24,18 @@ struct Passphrase: ParsableCommand {
 
     func run() throws {
         let keystore = try home.openKeystore()
-        let info = try keystore.identityInfo()
-        let old = try current.passphrase(for: info)
+        // A new passphrase's file is read before the current passphrase is asked for.
+        let fromFile = try newPassphraseFile.map { try PassphraseFile.read($0) }
         // Check the current passphrase before asking for a new one.
-        _ = try keystore.unlock(passphrase: old)
+        let old = try current.open(keystore).passphrase
         let new: SecureBytes? = if remove {
             nil
-        } else if let newPassphraseFile {
-            try PassphraseFile.read(newPassphraseFile)
+        } else if let fromFile {
+            fromFile
         } else {
-            try Terminal.passphrase(prompt: "New passphrase: ", confirm: true)
+            try Terminal.passphrase(prompt: "New passphrase: ", confirm: true, guarding: PassphraseRules.keystore)
         }
+        if let newPassphraseFile, let new { PassphraseRules.warnIfShort(new, from: newPassphraseFile, guarding: PassphraseRules.keystore) }
         try keystore.changePassphrase(current: old, new: new, scrypt: scrypt.parameters())
         Terminal.standardError(new == nil ? "the private keys are no longer passphrase-protected"
                                           : "passphrase set")

@@ -6,7 +6,7 @@ struct PeerCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "peer",
         abstract: "Manage the peers this machine trusts.",
-        subcommands: [PeerAdd.self, PeerList.self, PeerShow.self, PeerRename.self, PeerRemove.self]
+        subcommands: [PeerAdd.self, PeerList.self, PeerShow.self, PeerRename.self, PeerSetAddress.self, PeerRemove.self]
     )
 }
 
@@ -39,6 +39,16 @@ struct PeerAdd: ParsableCommand {
 
     @OptionGroup var confirmation: ConfirmOption
 
+    // Where the card comes from is part of the command line: without one, or with two, it
+    // is a usage error (64), as a missing argument is.
+    func validate() throws {
+        switch (card, image) {
+        case (nil, nil): throw ValidationError("no key card given: give it as an argument, - for standard input, or --image FILE")
+        case (.some, .some): throw ValidationError("give the card either as text or as --image, not both")
+        default: break
+        }
+    }
+
     func run() throws {
         let offer = try readOffer()
         let address = try addr.map { try PeerAddress($0) }
@@ -46,7 +56,14 @@ struct PeerAdd: ParsableCommand {
             throw CLIError.missingLabel
         }
         let keystore = try home.openKeystore()
-        try keystore.checkNewPeer(offer.card, label: label)
+        do {
+            try keystore.checkNewPeer(offer.card, label: label)
+        } catch {
+            // Someone who gives an address for a key already trusted most likely wants the new one.
+            guard case .duplicatePeerKey(let known) = error, let address else { throw error }
+            throw CLIError.unavailable(error.description,
+                                       hint: "to change where it is reached, run 'vault peer set-addr \(ShellWord.quoted(known)) \(address)'")
+        }
         try confirmation.confirm(
             "Does this fingerprint match the one on the other screen? Trust this key?",
             details: ["peer         \(label)", "fingerprint  \(offer.card.fingerprint)"],
@@ -57,10 +74,8 @@ struct PeerAdd: ParsableCommand {
 
     private func readOffer() throws -> CardOffer {
         switch (card, image) {
-        case (nil, nil):
+        case (nil, nil), (.some, .some):
             throw CLIError.cardSource("no key card given")
-        case (.some, .some):
-            throw CLIError.cardSource("give the card either as text or as --image, not both")
         case (nil, let path?):
             return try QRScanner.scanCard(imageAt: path)
         case ("-"?, nil):
@@ -139,6 +154,33 @@ struct PeerRename: ParsableCommand {
         let label = try Label(new)
         try home.openKeystore().renamePeer(old, to: label)
         Terminal.standardError("renamed '\(old)' to '\(label)'")
+    }
+}
+
+struct PeerSetAddress: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "set-addr",
+        abstract: "Change where a peer is reached, or forget its address (-).",
+        discussion: """
+            The address is used when discovery by mDNS cannot find the peer ('--peer \
+            LABEL=HOST:PORT' overrides it for one command). Addresses change, with DHCP or a \
+            new network; the key, and so the trust, stays the same.
+            """)
+
+    @OptionGroup var home: HomeOption
+
+    @Argument(help: ArgumentHelp("The peer's label.", valueName: "name"))
+    var name: String
+
+    @Argument(help: ArgumentHelp("The new address, or - to forget it.", valueName: "host:port"))
+    var address: String
+
+    func run() throws {
+        let address = self.address == "-" ? nil : try PeerAddress(self.address)
+        let keystore = try home.openKeystore()
+        let peer = try keystore.setPeerAddress(name, to: address)
+        Terminal.standardError(address.map { "'\(peer.label)' is reached at \($0)" }
+            ?? "'\(peer.label)' has no address: it is looked for nearby (mDNS), or given with --peer")
     }
 }
 

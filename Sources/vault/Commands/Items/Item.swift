@@ -54,14 +54,15 @@ struct ItemAdd: AsyncParsableCommand {
         // A photo carries the same fields as a file: its name.
         let fieldsType: SecretType = itemType == .photo ? .file : SecretType(rawValue: itemType.rawValue)!
         let metadata = try fields.metadata(for: fieldsType, file: file)
-        let layerPassword = try passwordLayer.read(prompt: "Password for the item: ")
+        let input = try SecretInput(type: fieldsType, file: file, passwordLayer: passwordLayer)
+        let layerPassword = try input.password(prompt: "Password for the item: ")
         let header = try ItemHeader(keyID: holding.keyID, type: itemType, passwordProtected: layerPassword != nil, title: title,
                                     description: description)
         let access = await KeyAccess.open(keystore)
         let itemKey = try await access.itemKey(for: header, holding: holding) {
             try await recovery.recoverKey(holding, keystore: keystore, keys: keys)
         }
-        let content = try secretContent(type: fieldsType, file: file)
+        let content = try input.content()
         let meter = ProgressMeter("encrypting", total: (content as? FileSource)?.size ?? 0)
         var source = MeteredSource(content, meter: meter)
         ProgressLine.show("encrypting", [meter])

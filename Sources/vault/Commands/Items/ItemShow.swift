@@ -35,6 +35,7 @@ struct ItemShow: AsyncParsableCommand {
                                        hint: "write it to a file with -o FILE, or to standard output with -o -")
         }
         guard let holding = try keystore.sharedKey(id: item.header.keyID) else { throw VaultError.noShareOfKey(keyID: item.header.keyID.hex) }
+        let password = try layerPasswordReadingFirst(file: passwordFile, prompt: "Password for the item: ")
         let access = await KeyAccess.open(keystore)
         let itemKey = try await access.itemKey(for: item.header, holding: holding) {
             try await recovery.recoverKey(holding, keystore: keystore, keys: keys)
@@ -43,14 +44,15 @@ struct ItemShow: AsyncParsableCommand {
         let meter = ProgressMeter("decrypting", total: item.size)
         let sink: (UnsafeRawBufferPointer) throws -> Void = { bytes in
             if let file { try file.write(bytes) } else { try writeStandardOutput(bytes) }
+        }
+        // A photo is shown as a file is: its bytes, and its name on stderr.
+        let presenter = PlaintextPresenter(type: SecretType(rawValue: type.rawValue) ?? .file, toStandardOutput: file == nil, sink: sink)
+        ProgressLine.show("decrypting", [meter])
+        let metadata = try keystore.openItem(item, itemKey: itemKey, password: password, metadataReady: presenter.begin) { bytes in
+            try presenter.write(bytes)
             meter.advance(bytes.count)
         }
-        ProgressLine.show("decrypting", [meter])
-        let password = layerPassword(file: passwordFile, prompt: "Password for the item: ")
-        let metadata = try keystore.openItem(item, itemKey: itemKey, password: password, metadataReady: { metadata in
-            if type == .contact { try Array(PlaintextPresenter.contactText(metadata).utf8).withUnsafeBytes(sink) }
-        }, content: sink)
-        if type == .password && file == nil { try Array("\n".utf8).withUnsafeBytes(sink) }
+        try presenter.finish()
         try file?.commit()
         ProgressLine.end()
         for line in PlaintextPresenter.fieldLines(metadata) { Terminal.standardError(line) }

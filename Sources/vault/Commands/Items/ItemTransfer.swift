@@ -106,18 +106,19 @@ struct ItemImport: AsyncParsableCommand {
 
     func run() async throws {
         let keystore = try home.openKeystore()
+        let name = file == "-" ? "standard input" : file
         let input: any ByteSource = file == "-" ? FileSource(standardInput: ()) : try FileSource(path: file)
-        var source = try ItemInput.open(input)
-        try await importItem(from: &source, keystore: keystore, keys: keys, recovery: recovery, confirmation: confirmation)
+        var source = try naming(name) { try ItemInput.open(input) }
+        try await importItem(from: &source, named: name, keystore: keystore, keys: keys, recovery: recovery, confirmation: confirmation)
     }
 }
 
-/// Imports one item from `source` (binary export, already unwrapped from armor or QR text).
-/// Its key comes from the agent or, after asking (unless `--yes`), by recovery, which also
-/// unlocks it in a running agent for 15 minutes.
-func importItem(from source: inout any ByteSource, keystore: Keystore, keys: PassphraseOption, recovery: KeyRecoveryOptions,
-                confirmation: ConfirmOption) async throws {
-    let (header, streamLength) = try keystore.readItemHeader(&source)
+/// Imports one item from `source` (binary export, already unwrapped from armor or QR text),
+/// whose refusals name it as `name`. Its key comes from the agent or, after asking (unless
+/// `--yes`), by recovery, which also unlocks it in a running agent for 15 minutes.
+func importItem(from source: inout any ByteSource, named name: String, keystore: Keystore, keys: PassphraseOption,
+                recovery: KeyRecoveryOptions, confirmation: ConfirmOption) async throws {
+    let (header, streamLength) = try naming(name) { try keystore.readItemHeader(&source) }
     guard let holding = try keystore.sharedKey(id: header.keyID) else { throw VaultError.noShareOfKey(keyID: header.keyID.hex) }
     let access = await KeyAccess.open(keystore)
     let (itemKey, recovered) = try await access.itemKeyUnlocking(for: header, holding: holding, unlockSeconds: 15 * 60) {
@@ -129,8 +130,8 @@ func importItem(from source: inout any ByteSource, keystore: Keystore, keys: Pas
         return try await recovery.recoverKey(holding, keystore: keystore, keys: keys)
     }
     if recovered && access.agent != nil { Terminal.standardError("unlocked key '\(holding.displayName)' for 15 minutes") }
-    let item = try keystore.importItem(header, streamLength: streamLength, from: &source, key: itemKey,
-                                       author: try keys.author(keystore, keyID: header.keyID))
+    let author = try keys.author(keystore, keyID: header.keyID)
+    let item = try naming(name) { try keystore.importItem(header, streamLength: streamLength, from: &source, key: itemKey, author: author) }
     print(item.header.itemIDHex)
     Terminal.standardError("imported \(header.type) \(header.itemIDHex.prefix(16)) under key '\(holding.displayName)' (\(item.size) bytes), marked new")
 }

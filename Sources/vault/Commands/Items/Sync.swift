@@ -98,7 +98,12 @@ struct SyncCommand: AsyncParsableCommand {
         let identity = try keys.unlock(keystore)
         let only = try key.map { try keystore.sharedKey(matching: $0).keyID }
         if let only, try keystore.syncSettings(keyID: only) == nil {
-            throw CLIError.unavailable("key '\(key!)' is not synced", hint: "tie it to a group with 'vault key sync \(key!) --group GROUP'")
+            // The group is filled in when there is only one to choose.
+            let groups = try keystore.groups()
+            let group = groups.count == 1 ? ShellWord.quoted(groups[0].name.value) : "GROUP"
+            throw CLIError.unavailable("key '\(key!)' is not synced",
+                                       hint: "tie it to a group with 'vault key sync \(ShellWord.quoted(key!)) --group \(group)'"
+                                           + (groups.isEmpty ? " ('vault group create' makes one)" : ""))
         }
         var report = try await Messenger.receive(groupName: nil, keystore: keystore, identity: identity, sink: nil, objectsOnly: true)
         if full {

@@ -209,7 +209,10 @@ final class LinkSink {
             try file.commit()
             return file.path
         }
-        for part in held { try part.withUnsafeBytes(writeStandardOutput) }
+        // Whoever made the link wrote the note: on a terminal it must not drive it (L1).
+        let terminal = isatty(STDOUT_FILENO) == 1 ? TerminalTextStream(sink: writeStandardOutput) : nil
+        for part in held { try part.withUnsafeBytes(terminal?.write ?? writeStandardOutput) }
+        try terminal?.finish()
         held = []
         return nil
     }

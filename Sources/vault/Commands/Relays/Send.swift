@@ -69,8 +69,9 @@ struct Send: AsyncParsableCommand {
         guard k >= 2, k <= n else { throw ValidationError("--threshold is 2 to \(n), the group's relays") }
         guard s >= k, s <= n else { throw ValidationError("--min-relays is \(k) to \(n)") }
         let lifetime = try Duration.seconds(ttl)
+        let input = try SecretInput(type: secretType, file: file, passwordLayer: nil)
         let identity = try keys.unlock(keystore)
-        let content = try secretContent(type: secretType, file: file)
+        let content = try input.content()
         let report: SendReport
         do {
             report = try await Messenger.send(content, type: secretType, metadata: try fields.metadata(for: secretType, file: file), group: record,
@@ -204,12 +205,15 @@ final class ReceiveSink: MessageSink {
     private var file: OutputFile?
     private var presenter: PlaintextPresenter?
     private var fields: [String] = []
+    /// --out-dir, once made sure of (created at the first message that goes there).
+    private var directory: OutputDirectory?
 
     init(outDir: String?) { self.outDir = outDir }
 
     func begin(_ header: MessageHeader, sender: GroupRecord.Member, metadata: SecretMetadata) throws {
         let toStandardOutput = outDir == nil && header.type != .file
         if !toStandardOutput {
+            if let outDir, directory == nil { directory = try OutputDirectory(outDir) }
             let path = ReceivedFileName.path(for: metadata.fileName, in: outDir ?? ".",
                                              fallback: "\(sender.label)-\(header.messageIDHex.prefix(8)).txt")
             file = try OutputFile(path: path, hiddenUntilCommit: true)

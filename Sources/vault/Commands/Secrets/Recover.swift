@@ -25,8 +25,12 @@ struct Recover: AsyncParsableCommand {
             help: ArgumentHelp("Pieces released to you with 'vault secrets release'.", valueName: "file"))
     var pieces: [String] = []
 
-    @Option(name: [.short, .customLong("output")], help: ArgumentHelp("Write the secret to this file (default: standard output).", valueName: "file"))
+    @Option(name: [.short, .customLong("output")], help: ArgumentHelp("Write the secret to this file; - for standard output (the default, but for a file on a terminal).", valueName: "file"))
     var output: String?
+
+    @Flag(name: [.customShort("O"), .customLong("save")],
+          help: "Save the secret in the current directory under the file's own name (made safe; never over an existing file).")
+    var save = false
 
     @Flag(help: "Replace an existing output file.")
     var force = false
@@ -48,9 +52,28 @@ struct Recover: AsyncParsableCommand {
 
     @OptionGroup var progress: ProgressOption
 
+    func validate() throws {
+        if save && output != nil { throw ValidationError("--save and --output exclude each other") }
+    }
+
     func run() async throws {
         let keystore = try home.openKeystore()
         let target = try relays.target(self.secret, keystore: keystore)
+        let id = String(target.secretID.hex.prefix(16))
+        let toStandardOutput = output == "-" || (output == nil && !save)
+        // A file's bytes would garble the terminal (or drive it): refused before anything is
+        // asked, gathered or written, as `item show` refuses. (Through relays without a share,
+        // the type is known once a holder answered: checked then, before anything is written.)
+        func refuseBinaryOnTerminal(_ type: SecretType) throws {
+            if type == .file && output == nil && !self.save && isatty(STDOUT_FILENO) == 1 {
+                throw CLIError.unavailable("secret \(id) is a file, not text, and standard output is a terminal",
+                                           hint: "save it under its own name with 'vault recover \(self.secret) --save', or write it with -o FILE")
+            }
+        }
+        if let own = target.own { try refuseBinaryOnTerminal(own.header.type) }
+        // Input files are checked before the passphrase is asked for.
+        for path in pieces { _ = try FileSource(path: path) }
+        let password = try layerPasswordReadingFirst(file: passwordFile, prompt: "Password for the secret: ")
         let identity = try keys.unlock(keystore)
         let own = target.own
         var gathered: [OutputFile] = []
@@ -68,14 +91,23 @@ struct Recover: AsyncParsableCommand {
             (remote, relayed, header) = (recovery.remote, recovery.pieces, recovery.header)
         }
         guard let header else { throw VaultError.tooFewPieces(have: 0, need: 0, missing: []) }
-        let pieces = self.pieces + gathered.map(\.path) + relayed
-        let file = try output.map { try OutputFile(path: $0, replace: force, hiddenUntilCommit: true, durable: sync) }
+        try refuseBinaryOnTerminal(header.type)
         let type = header.type
-        let password = layerPassword(file: passwordFile, prompt: "Password for the secret: ")
+        let pieces = self.pieces + gathered.map(\.path) + relayed
+        let destination = RecoveredFile()
+        destination.file = try output.flatMap { $0 == "-" ? nil : try OutputFile(path: $0, replace: force, hiddenUntilCommit: true, durable: sync) }
         // Plaintext goes straight from vault's buffers to the file descriptor: no copies
         // in Foundation buffers that nobody wipes.
         let sink: (UnsafeRawBufferPointer) throws -> Void = { bytes in
-            if let file { try file.write(bytes) } else { try writeStandardOutput(bytes) }
+            if let file = destination.file { try file.write(bytes) } else { try writeStandardOutput(bytes) }
+        }
+        let durable = sync, save = self.save
+        // With --save the name is known once the fields are decrypted, before any content.
+        let begin: (SecretMetadata) throws -> Void = { metadata in
+            if save {
+                let name = ReceivedFileName.safeName(for: metadata.fileName, fallback: "\(id).txt")
+                destination.file = try OutputFile(path: name, hiddenUntilCommit: true, durable: durable)
+            }
         }
         let peers = try keystore.peers()
         let asked = remote?.recovery.asks ?? []
@@ -85,12 +117,16 @@ struct Recover: AsyncParsableCommand {
                 return piece.source == "your share" ? "your share" : "an unverified sender (\(piece.source))"
             }
             let label = peers.first { $0.card == sender }?.label.value ?? "unknown holder \(sender.fingerprint)"
-            let how = asked.contains { $0.piece == piece.source } ? " (through relays)" : ""
-            return gathered.contains { $0.path == piece.source } || !how.isEmpty ? "'\(label)'\(how)" : "'\(label)' (\(piece.source))"
+            if asked.contains(where: { $0.piece == piece.source }) { return "'\(label)' (through relays)" }
+            return gathered.contains { $0.path == piece.source } ? "'\(label)'" : "'\(label)' (\(piece.source))"
         }
-        let presenter = PlaintextPresenter(type: type, toStandardOutput: file == nil, sink: sink)
+        let presenter = PlaintextPresenter(type: type, toStandardOutput: toStandardOutput, sink: sink)
         let meter = ProgressMeter("recovering")
         ProgressLine.show("recovering", [meter])
+        let metadataReady: (SecretMetadata) throws -> Void = { metadata in
+            try begin(metadata)
+            try presenter.begin(metadata)
+        }
         let verified = { (piece: PieceOutcome) in
             if let problem = piece.problem {
                 Terminal.standardError("vault: warning: piece \(piece.index ?? 0) from \(holder(piece)) set aside, \(problem)")
@@ -100,25 +136,44 @@ struct Recover: AsyncParsableCommand {
         }
         let replyKeys = remote.map { [$0.replyKey] } ?? []
         // Gathered pieces are files deleted when released: keep them until recovery is done.
-        let result = try withExtendedLifetime(gathered) {
+        let result = try withReleaseHint(secret: id, me: identity.label) { try withExtendedLifetime(gathered) {
             if let own {
                 return try SecretRecovery.recover(own, keystore: keystore, identity: identity, pieceFiles: pieces, replyKeys: replyKeys,
-                                                  password: password, metadataReady: presenter.begin, verified: verified, progress: meter,
+                                                  password: password, metadataReady: metadataReady, verified: verified, progress: meter,
                                                   output: presenter.write)
             }
             return try SecretRecovery.recover(header: header, keystore: keystore, identity: identity, pieceFiles: pieces, replyKeys: replyKeys,
-                                              password: password, metadataReady: presenter.begin, verified: verified, progress: meter,
+                                              password: password, metadataReady: metadataReady, verified: verified, progress: meter,
                                               output: presenter.write)
-        }
+        } }
         try presenter.finish()
-        try file?.commit()
+        try destination.file?.commit()
         ProgressLine.end()
         remote?.end()
         for line in PlaintextPresenter.fieldLines(result.metadata) { Terminal.standardError(line) }
         let used = result.pieces.filter { $0.problem == nil }.compactMap(\.index).prefix(header.threshold)
-        Terminal.standardError("recovered \(type) \(header.secretIDHex.prefix(16)) from pieces \(used.map(String.init).joined(separator: ", "))"
-            + (output.map { " into \($0)" } ?? ""))
+        Terminal.standardError("recovered \(type) \(id) from pieces \(used.map(String.init).joined(separator: ", "))"
+            + (destination.file.map { " into \(TerminalText.escaped($0.path))" } ?? ""))
     }
+}
+
+/// Runs recovery; when too few pieces check out, the hint says what each missing holder
+/// runs to release one offline, filled in for this secret and this identity.
+private func withReleaseHint<T>(secret id: String, me: Label, _ body: () throws -> T) throws -> T {
+    do {
+        return try body()
+    } catch VaultError.tooFewPieces(let have, let need, let missing) {
+        let error = VaultError.tooFewPieces(have: have, need: need, missing: missing)
+        let file = ShellWord.quoted("\(id.prefix(8))-for-\(me).vpiece")
+        throw CLIError.unavailable(error.description, hint: "ask another holder to run 'vault secrets release \(id) --for \(ShellWord.quoted(me.value)) "
+            + "-o \(file)' and pass that file with --piece, or to run 'vault serve' and approve your request")
+    }
+}
+
+/// Where `vault recover` writes: a file given with -o, one named after the secret's own
+/// file name (--save, known only once the fields are decrypted), or standard output (nil).
+private final class RecoveredFile {
+    var file: OutputFile?
 }
 
 /// Writes to standard output with write(2), retrying short writes.

@@ -49,6 +49,8 @@ struct Reshare: AsyncParsableCommand {
         guard Set(names.map { $0.lowercased() }).count == names.count else { throw CLIError.invalidInput("--to names a holder twice") }
         let peers = try names.map { try keystore.peer(named: $0) }
         let addresses = outDir == nil ? try await recovery.reach.addresses(for: try keystore.peers(), discovering: peers) : [:]
+        // A password file is read before the passphrase is asked for.
+        let ask = try layerPasswordReadingFirst(file: passwordFile ?? recovery.keyPasswordFile, prompt: "Password for the secret: ")
         let identity = try keys.unlock(keystore)
         let localName = try name.map { try Label($0) }
         guard let old = target.own else {
@@ -60,10 +62,8 @@ struct Reshare: AsyncParsableCommand {
         let recoverer = recovery.recoverer(keystore, identity: identity)
         let gathered = try await recoverer.gatherPieces(of: old)
         ProgressLine.end()
-        let passwordFile = self.passwordFile ?? recovery.keyPasswordFile
         // The password is asked for once, by recovery, and kept for the new password layer.
         var password: SecureBytes?
-        let ask = layerPassword(file: passwordFile, prompt: "Password for the secret: ")
         let askPassword: () throws -> SecureBytes = {
             let value = try ask()
             password = value

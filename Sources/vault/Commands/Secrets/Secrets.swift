@@ -34,6 +34,8 @@ struct SecretsImport: ParsableCommand {
     func run() throws {
         guard !files.isEmpty else { throw ValidationError("give at least one bundle file") }
         let keystore = try home.openKeystore()
+        // The files are read first: a missing or damaged one is refused before the passphrase is asked for.
+        for file in files { _ = try BundleHeader.read(bundleAt: file) }
         let identity = try keys.unlock(keystore)
         let peers = try keystore.peers()
         // Keeping a share is a commitment to its dealer: the holder sees what each one is

@@ -71,13 +71,15 @@ struct Share: AsyncParsableCommand {
             Terminal.standardError("vault: note: the description is public: every holder's bundle carries it in the clear")
         }
         let localName = try name.map { try Label($0) }
+        // Input files first: one that is missing or unreadable fails before anything is asked.
+        let input = try SecretInput(type: secretType, file: file, passwordLayer: passwordLayer)
         let identity = try keys.unlock(keystore)
-        let layerPassword = try passwordLayer.read(prompt: "Password for the secret: ")
+        let layerPassword = try input.password(prompt: "Password for the secret: ")
         let request = ShareRequest(type: secretType, metadata: try fields.metadata(for: secretType, file: file),
                                    description: description, threshold: threshold, holders: holders,
                                    publishLabels: labels, password: layerPassword, scrypt: try passwordLayer.scrypt.parameters())
 
-        var source = try secretContent(type: secretType, file: file)
+        var source = try input.content()
         _ = try await distribute(request, content: &source, peers: peers, keystore: keystore, identity: identity, name: localName,
                                  outDir: outDir, addresses: addresses, route: group.map { .group($0) } ?? .auto)
     }
@@ -95,8 +97,14 @@ struct Share: AsyncParsableCommand {
 
 /// What a new secret or item holds: a fresh key, a password (the first line of the file or
 /// of standard input, or asked on the terminal), nothing for a bare contact, or the bytes
-/// of FILE or standard input.
+/// of FILE or standard input. This is where every command that takes a secret from standard
+/// input reads it (`share`, `send`, `item add`, `item edit`).
+///
+/// Standard input that is a terminal is a person typing: a password is then asked for
+/// without echo, as when no FILE is given, and a note is read whole after a line that says
+/// how to end it (``Terminal/typedNote(_:)``).
 func secretContent(type: SecretType, file: String?) throws -> any ByteSource {
+    let typing = file == "-" || file == nil ? isatty(STDIN_FILENO) == 1 : false
     switch type {
     case .key:
         let key = SecureBytes(count: 32)
@@ -104,13 +112,44 @@ func secretContent(type: SecretType, file: String?) throws -> any ByteSource {
         return SecureBytesSource(key)
     case .password:
         // The first line of the file or of standard input, without its line ending.
-        guard let file else { return SecureBytesSource(try Terminal.passphrase(prompt: "Password to store: ", confirm: true)) }
+        guard let file, !typing else { return SecureBytesSource(try Terminal.passphrase(prompt: "Password to store: ", confirm: true)) }
         return SecureBytesSource(try PassphraseFile.read(file == "-" ? "/dev/stdin" : file))
     case .contact where file == nil:
         return BytesSource([])
     default:
         if let file, file != "-" { return try FileSource(path: file) }
+        if typing { return SecureBytesSource(try Terminal.typedNote(type == .contact ? "the contact's note" : "the note")) }
         return FileSource(standardInput: ())
+    }
+}
+
+/// A new secret's or item's input, with its files opened (and a password file read) before
+/// the command asks for anything: a FILE that is missing fails at once, not after the
+/// passphrase. Standard input, which may be a person typing, is read only when it is time.
+struct SecretInput {
+    private let type: SecretType
+    private let file: String?
+    private let passwordLayer: PasswordLayerOptions?
+    private let opened: (any ByteSource)?
+    private let filePassword: SecureBytes?
+
+    /// `passwordLayer` is nil for a command that has none (`vault send`).
+    init(type: SecretType, file: String?, passwordLayer: PasswordLayerOptions?) throws {
+        self.type = type
+        self.file = file
+        self.passwordLayer = passwordLayer
+        opened = file != nil && file != "-" ? try secretContent(type: type, file: file) : nil
+        filePassword = passwordLayer?.passwordFile != nil ? try passwordLayer?.read(prompt: "") : nil
+    }
+
+    /// The content (``secretContent(type:file:)``).
+    func content() throws -> any ByteSource {
+        try opened ?? secretContent(type: type, file: file)
+    }
+
+    /// The password layer's password, if one was asked for: from its file, else on the terminal.
+    func password(prompt: String) throws -> SecureBytes? {
+        try filePassword ?? passwordLayer?.read(prompt: prompt)
     }
 }
 
@@ -124,16 +163,24 @@ func distribute(_ request: ShareRequest, content: inout some ByteSource, peers: 
     let holders = request.holders
     let own = try keystore.newBundleFile()
     let outbox = try Outbox(home: keystore.home)
-    let others = try holders.map { holder in
-        try outDir.map { try OutputFile(path: $0 + "/\(holder.label).vshare", hiddenUntilCommit: true) }
-            ?? OutputFile(path: outbox.pendingPath(for: holder.label), shownAs: "the vault directory \(outbox.directory)")
+    let directory = try outDir.map { try OutputDirectory($0) }
+    let headers: [BundleHeader]
+    let others: [OutputFile]
+    do {
+        others = try holders.map { holder in
+            try outDir.map { try OutputFile(path: $0 + "/\(holder.label).vshare", hiddenUntilCommit: true) }
+                ?? OutputFile(path: outbox.pendingPath(for: holder.label), shownAs: "the vault directory \(outbox.directory)")
+        }
+        let meter = ProgressMeter("sharing", total: (content as? FileSource)?.size ?? 0)
+        let metered = MeteredSource(content, meter: meter)
+        ProgressLine.show("sharing", [meter])
+        headers = try SecretDealer.share(request, content: metered, dealer: identity, outputs: [own] + others)
+        ProgressLine.end()
+        try check()
+    } catch {
+        directory?.removeIfEmpty()
+        throw error
     }
-    let meter = ProgressMeter("sharing", total: (content as? FileSource)?.size ?? 0)
-    let metered = MeteredSource(content, meter: meter)
-    ProgressLine.show("sharing", [meter])
-    let headers = try SecretDealer.share(request, content: metered, dealer: identity, outputs: [own] + others)
-    ProgressLine.end()
-    try check()
     // All or nothing: every bundle takes its final name (which the file system may refuse:
     // too long, taken) before the dealer's share is stored, and is removed if anything fails.
     var named: [String] = []
@@ -149,6 +196,7 @@ func distribute(_ request: ShareRequest, content: inout some ByteSource, peers: 
         stored = try keystore.storeOwnBundle(at: own.path, identity: identity, name: name)
     } catch {
         for path in named { unlink(path) }
+        directory?.removeIfEmpty()
         throw error
     }
 
