@@ -16,13 +16,13 @@ struct RecoveryTarget {
 /// `vault unlock`): the options, and the run that asks the holders still needed and takes
 /// their pieces.
 struct RelayRecoveryOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("For a secret you hold no share of (a new machine): its dealer, by peer label or card.", valueName: "label"))
+    @Option(help: ArgumentHelp("For a secret you hold no share of (a new machine): its dealer, by peer label or card.", valueName: "label"), completion: Completions.peer)
     var dealer: String?
 
-    @Option(help: ArgumentHelp("For a secret you hold no share of: the holders to ask, comma-separated.", valueName: "labels"))
+    @Option(help: ArgumentHelp("For a secret you hold no share of: the holders to ask, comma-separated.", valueName: "labels"), completion: Completions.peers)
     var from: String?
 
-    @Option(help: ArgumentHelp("Ask through this group's relays only.", valueName: "group"))
+    @Option(help: ArgumentHelp("Ask through this group's relays only.", valueName: "group"), completion: Completions.group)
     var group: String?
 
     @Flag(help: "Wait for the holders' answers through relays, showing each, instead of returning once they are asked.")

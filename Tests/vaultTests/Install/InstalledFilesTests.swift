@@ -63,6 +63,37 @@ import VaultTestSupport
         #expect(offered.stdout.hasPrefix("share\t"), "\(offered.stdout) \(offered.stderr)")
     }
 
+    /// Issue 32: completion offers what the keystore names, not only commands: peer labels
+    /// (the last item of a list too), secrets by name and id, groups and relays.
+    @Test func completionsOfferWhatTheKeystoreNames() throws {
+        let alice = try User("alice").initialize("alice")
+        for label in ["bob", "carol"] {
+            let other = try User(label).initialize(label)
+            try alice.ok("peer", "add", try other.card(), "--label", label, "--yes")
+        }
+        let id = try alice.ok(["share", "-", "--to", "bob", "-k", "2", "--name", "door", "--out-dir", alice.directory.file("out")], stdin: "x")
+        // As bash calls the installed script's function for the word under the cursor (fish
+        // and zsh call the same `vault ---completion` back; fish cannot outside a terminal).
+        let script = """
+            source "$1"
+            COMP_LINE="$2"; COMP_POINT=${#COMP_LINE}
+            read -ra COMP_WORDS <<< "$COMP_LINE"
+            [[ "$COMP_LINE" == *" " ]] && COMP_WORDS+=("")
+            COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))
+            _vault vault "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
+            printf '%s\\n' "${COMPREPLY[@]}"
+            """
+        func offered(_ line: String) throws -> [String] {
+            let result = try installation.run("/bin/bash", ["-c", script, "complete", prefix + "/share/bash-completion/completions/vault", line],
+                                              environment: ["PATH": prefix + "/bin:/usr/bin:/bin", "VAULT_HOME": alice.vault.home])
+            return result.stdout.split(separator: "\n").map(String.init)
+        }
+        #expect(try offered("vault peer show c") == ["carol"])
+        #expect(try offered("vault share - --to bob,") == ["bob,carol"])
+        #expect(try offered("vault recover d") == ["door"])
+        #expect(try offered("vault recover \(id.prefix(3))").contains(String(id.prefix(16))))
+    }
+
     @Test func theServiceUnitVerifiesAndIsHardened() throws {
         let unit = prefix + "/lib/systemd/user/vault-serve.service"
         let runtime = installation.directory.file("runtime")

@@ -122,7 +122,7 @@ struct PeerShow: ParsableCommand {
 
     @OptionGroup var home: HomeOption
 
-    @Argument(help: ArgumentHelp("The peer's label.", valueName: "name"))
+    @Argument(help: ArgumentHelp("The peer's label.", valueName: "name"), completion: Completions.peer)
     var name: String
 
     @Flag(help: "Print JSON.")
@@ -169,7 +169,7 @@ struct PeerSetAddress: ParsableCommand {
 
     @OptionGroup var home: HomeOption
 
-    @Argument(help: ArgumentHelp("The peer's label.", valueName: "name"))
+    @Argument(help: ArgumentHelp("The peer's label.", valueName: "name"), completion: Completions.peer)
     var name: String
 
     @Argument(help: ArgumentHelp("The new address, or - to forget it.", valueName: "host:port"))
@@ -191,7 +191,7 @@ struct PeerRemove: ParsableCommand {
 
     @OptionGroup var home: HomeOption
 
-    @Argument(help: ArgumentHelp("The peer's label.", valueName: "name"))
+    @Argument(help: ArgumentHelp("The peer's label.", valueName: "name"), completion: Completions.peer)
     var name: String
 
     @OptionGroup var confirmation: ConfirmOption

@@ -26,7 +26,7 @@ struct ItemAdd: AsyncParsableCommand {
     @OptionGroup var home: HomeOption
     @OptionGroup var keys: PassphraseOption
 
-    @Option(help: ArgumentHelp("The shared key's name or id.", valueName: "name"))
+    @Option(help: ArgumentHelp("The shared key's name or id.", valueName: "name"), completion: Completions.secret)
     var key: String
 
     @Option(help: ArgumentHelp("note, file, password, contact or photo (default: file for a FILE, else note).", valueName: "type"))
@@ -88,7 +88,7 @@ struct ItemList: ParsableCommand {
 
     @OptionGroup var home: HomeOption
 
-    @Option(help: ArgumentHelp("Only the items of this shared key.", valueName: "name"))
+    @Option(help: ArgumentHelp("Only the items of this shared key.", valueName: "name"), completion: Completions.secret)
     var key: String?
 
     @Flag(help: "Print JSON.")

@@ -101,7 +101,7 @@ struct ItemCopy: AsyncParsableCommand {
     @Argument(help: ArgumentHelp("The item's id.", valueName: "id"))
     var item: String
 
-    @Option(help: ArgumentHelp("The other shared key's name or id.", valueName: "name"))
+    @Option(help: ArgumentHelp("The other shared key's name or id.", valueName: "name"), completion: Completions.secret)
     var toKey: String
 
     @OptionGroup var recovery: KeyRecoveryOptions

@@ -26,7 +26,7 @@ struct KeyCreate: AsyncParsableCommand {
     @Argument(help: ArgumentHelp("A local, public name for the key.", valueName: "name"))
     var name: String
 
-    @Option(help: ArgumentHelp("The holders besides you: trusted peers' labels, comma-separated.", valueName: "labels"))
+    @Option(help: ArgumentHelp("The holders besides you: trusted peers' labels, comma-separated.", valueName: "labels"), completion: Completions.peers)
     var to: String
 
     @Option(name: [.customShort("k"), .long], help: ArgumentHelp("How many holders' pieces rebuild the key.", valueName: "k"))
@@ -126,7 +126,7 @@ struct Unlock: AsyncParsableCommand {
     @OptionGroup var home: HomeOption
     @OptionGroup var keys: PassphraseOption
 
-    @Argument(help: ArgumentHelp("The key's name or id.", valueName: "name"))
+    @Argument(help: ArgumentHelp("The key's name or id.", valueName: "name"), completion: Completions.secret)
     var key: String
 
     @Option(name: .customLong("for"), help: ArgumentHelp("How long it stays unlocked: 90s, 15m, 2h (at most 24h).", valueName: "time"))
@@ -156,7 +156,7 @@ struct Lock: AsyncParsableCommand {
 
     @OptionGroup var home: HomeOption
 
-    @Argument(help: ArgumentHelp("The key's name or id (default: every key).", valueName: "name"))
+    @Argument(help: ArgumentHelp("The key's name or id (default: every key).", valueName: "name"), completion: Completions.secret)
     var key: String?
 
     func run() async throws {

@@ -19,7 +19,7 @@ struct KeySync: AsyncParsableCommand {
     @OptionGroup var home: HomeOption
     @OptionGroup var keys: PassphraseOption
 
-    @Argument(help: ArgumentHelp("The key's name or id.", valueName: "name"))
+    @Argument(help: ArgumentHelp("The key's name or id.", valueName: "name"), completion: Completions.secret)
     var name: String
 
     @OptionGroup var settings: KeySyncOptions
@@ -34,7 +34,7 @@ struct KeySync: AsyncParsableCommand {
 
 /// `--group`, `--ttl` and `--min-relays`: how a synced key's changes go out.
 struct KeySyncOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("The group whose relays carry the key's changes.", valueName: "group"))
+    @Option(help: ArgumentHelp("The group whose relays carry the key's changes.", valueName: "group"), completion: Completions.group)
     var group: String?
 
     @Option(help: ArgumentHelp("How long the relays keep each change (at most 30d).", valueName: "duration"))
@@ -87,7 +87,7 @@ struct SyncCommand: AsyncParsableCommand {
     @OptionGroup var home: HomeOption
     @OptionGroup var keys: PassphraseOption
 
-    @Argument(help: ArgumentHelp("Only send this key's changes (default: every synced key's).", valueName: "key"))
+    @Argument(help: ArgumentHelp("Only send this key's changes (default: every synced key's).", valueName: "key"), completion: Completions.secret)
     var key: String?
 
     @Flag(help: "Also ask the key's other holders for their whole state, after being away longer than the relays keep changes.")

@@ -27,7 +27,7 @@ struct LinkCreate: AsyncParsableCommand {
     @Argument(help: ArgumentHelp("The file to share, or - for standard input (default).", valueName: "file"))
     var file: String?
 
-    @Option(help: ArgumentHelp("The pinned relay (default: the only one).", valueName: "name"))
+    @Option(help: ArgumentHelp("The pinned relay (default: the only one).", valueName: "name"), completion: Completions.relay)
     var relay: String?
 
     @Option(help: ArgumentHelp("How long the relay keeps it (e.g. 1h, 1d, 7d).", valueName: "duration"))

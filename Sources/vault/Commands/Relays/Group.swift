@@ -27,10 +27,10 @@ struct GroupCreate: AsyncParsableCommand {
     @Argument(help: ArgumentHelp("The group's name.", valueName: "name"))
     var name: String
 
-    @Option(help: ArgumentHelp("Pinned relays, comma-separated (2 to 16): each message is split across all of them.", valueName: "names"))
+    @Option(help: ArgumentHelp("Pinned relays, comma-separated (2 to 16): each message is split across all of them.", valueName: "names"), completion: Completions.relays)
     var relays: String
 
-    @Option(help: ArgumentHelp("Trusted peers to add besides you, comma-separated.", valueName: "labels"))
+    @Option(help: ArgumentHelp("Trusted peers to add besides you, comma-separated.", valueName: "labels"), completion: Completions.peers)
     var members: String = ""
 
     func run() async throws {
@@ -55,10 +55,10 @@ struct GroupAdd: AsyncParsableCommand {
     @OptionGroup var home: HomeOption
     @OptionGroup var keys: PassphraseOption
 
-    @Argument(help: ArgumentHelp("The group.", valueName: "group"))
+    @Argument(help: ArgumentHelp("The group.", valueName: "group"), completion: Completions.group)
     var group: String
 
-    @Argument(help: ArgumentHelp("Trusted peers to add.", valueName: "label"))
+    @Argument(help: ArgumentHelp("Trusted peers to add.", valueName: "label"), completion: Completions.peer)
     var peers: [String]
 
     func run() async throws {
@@ -80,10 +80,10 @@ struct GroupRemove: AsyncParsableCommand {
     @OptionGroup var home: HomeOption
     @OptionGroup var keys: PassphraseOption
 
-    @Argument(help: ArgumentHelp("The group.", valueName: "group"))
+    @Argument(help: ArgumentHelp("The group.", valueName: "group"), completion: Completions.group)
     var group: String
 
-    @Argument(help: ArgumentHelp("Members to remove, by the group's names for them.", valueName: "label"))
+    @Argument(help: ArgumentHelp("Members to remove, by the group's names for them.", valueName: "label"), completion: Completions.peer)
     var members: [String]
 
     func run() async throws {
@@ -124,7 +124,7 @@ struct GroupShow: ParsableCommand {
 
     @OptionGroup var home: HomeOption
 
-    @Argument(help: ArgumentHelp("The group.", valueName: "group"))
+    @Argument(help: ArgumentHelp("The group.", valueName: "group"), completion: Completions.group)
     var group: String
 
     func run() throws {

@@ -178,7 +178,7 @@ struct RelayRemove: ParsableCommand {
 
     @OptionGroup var home: HomeOption
 
-    @Argument(help: ArgumentHelp("The relay's name.", valueName: "name"))
+    @Argument(help: ArgumentHelp("The relay's name.", valueName: "name"), completion: Completions.relay)
     var name: String
 
     func run() throws {
@@ -193,7 +193,7 @@ struct RelayCheck: AsyncParsableCommand {
 
     @OptionGroup var home: HomeOption
 
-    @Argument(help: ArgumentHelp("A relay's name (default: every pinned relay).", valueName: "name"))
+    @Argument(help: ArgumentHelp("A relay's name (default: every pinned relay).", valueName: "name"), completion: Completions.relay)
     var name: String?
 
     func run() async throws {

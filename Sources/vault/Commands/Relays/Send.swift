@@ -20,10 +20,10 @@ struct Send: AsyncParsableCommand {
     @Argument(help: ArgumentHelp("The file to send, or - for standard input (default for notes).", valueName: "file"))
     var file: String?
 
-    @Option(help: ArgumentHelp("The group.", valueName: "group"))
+    @Option(help: ArgumentHelp("The group.", valueName: "group"), completion: Completions.group)
     var group: String
 
-    @Option(help: ArgumentHelp("Members to send to, comma-separated (default: every other member).", valueName: "labels"))
+    @Option(help: ArgumentHelp("Members to send to, comma-separated (default: every other member).", valueName: "labels"), completion: Completions.peers)
     var to: String?
 
     @Option(name: [.customShort("k"), .long], help: ArgumentHelp("How many relays' shares rebuild it.", valueName: "k"))
@@ -116,7 +116,7 @@ struct Receive: AsyncParsableCommand {
     @OptionGroup var home: HomeOption
     @OptionGroup var keys: PassphraseOption
 
-    @Option(help: ArgumentHelp("Only this group.", valueName: "group"))
+    @Option(help: ArgumentHelp("Only this group.", valueName: "group"), completion: Completions.group)
     var group: String?
 
     @Option(help: ArgumentHelp("Save every message in this directory.", valueName: "dir"))

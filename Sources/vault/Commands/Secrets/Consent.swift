@@ -111,10 +111,10 @@ struct SecretsAutoRelease: ParsableCommand {
 
     @OptionGroup var home: HomeOption
 
-    @Argument(help: ArgumentHelp("The secret's name or id; leave out for every secret.", valueName: "id"))
+    @Argument(help: ArgumentHelp("The secret's name or id; leave out for every secret.", valueName: "id"), completion: Completions.secret)
     var secret: String?
 
-    @Option(name: .customLong("for"), help: ArgumentHelp("The trusted peer.", valueName: "label"))
+    @Option(name: .customLong("for"), help: ArgumentHelp("The trusted peer.", valueName: "label"), completion: Completions.peer)
     var peer: String
 
     @Flag(help: "Stop releasing without asking.")

@@ -18,7 +18,7 @@ struct Recover: AsyncParsableCommand {
     @OptionGroup var home: HomeOption
     @OptionGroup var keys: PassphraseOption
 
-    @Argument(help: ArgumentHelp("The secret's name or id.", valueName: "id"))
+    @Argument(help: ArgumentHelp("The secret's name or id.", valueName: "id"), completion: Completions.secret)
     var secret: String
 
     @Option(name: .customLong("piece"), parsing: .upToNextOption,

@@ -19,10 +19,10 @@ struct Reshare: AsyncParsableCommand {
     @OptionGroup var home: HomeOption
     @OptionGroup var keys: PassphraseOption
 
-    @Argument(help: ArgumentHelp("The secret's or key's name or id.", valueName: "id"))
+    @Argument(help: ArgumentHelp("The secret's or key's name or id.", valueName: "id"), completion: Completions.secret)
     var secret: String
 
-    @Option(help: ArgumentHelp("The new holders besides you: trusted peers' labels, comma-separated.", valueName: "labels"))
+    @Option(help: ArgumentHelp("The new holders besides you: trusted peers' labels, comma-separated.", valueName: "labels"), completion: Completions.peers)
     var to: String
 
     @Option(name: [.customShort("k"), .long], help: ArgumentHelp("How many pieces rebuild the new secret.", valueName: "k"))

@@ -93,7 +93,7 @@ struct SecretsShow: ParsableCommand {
 
     @OptionGroup var home: HomeOption
 
-    @Argument(help: ArgumentHelp("The secret's name or id (at least 4 hex digits).", valueName: "id"))
+    @Argument(help: ArgumentHelp("The secret's name or id (at least 4 hex digits).", valueName: "id"), completion: Completions.secret)
     var secret: String
 
     @Flag(help: "Print JSON.")
@@ -138,7 +138,7 @@ struct SecretsRename: ParsableCommand {
 
     @OptionGroup var home: HomeOption
 
-    @Argument(help: ArgumentHelp("The secret's name or id.", valueName: "id"))
+    @Argument(help: ArgumentHelp("The secret's name or id.", valueName: "id"), completion: Completions.secret)
     var secret: String
 
     @Argument(help: ArgumentHelp("The new name; - removes the name.", valueName: "name"))
@@ -164,7 +164,7 @@ struct SecretsRemove: ParsableCommand {
 
     @OptionGroup var home: HomeOption
 
-    @Argument(help: ArgumentHelp("The secret's name or id.", valueName: "id"))
+    @Argument(help: ArgumentHelp("The secret's name or id.", valueName: "id"), completion: Completions.secret)
     var secret: String
 
     @OptionGroup var confirmation: ConfirmOption

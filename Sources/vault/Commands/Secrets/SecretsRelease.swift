@@ -12,10 +12,10 @@ struct SecretsRelease: ParsableCommand {
     @OptionGroup var home: HomeOption
     @OptionGroup var keys: PassphraseOption
 
-    @Argument(help: ArgumentHelp("The secret's name or id.", valueName: "id"))
+    @Argument(help: ArgumentHelp("The secret's name or id.", valueName: "id"), completion: Completions.secret)
     var secret: String
 
-    @Option(name: .customLong("for"), help: ArgumentHelp("The trusted peer, a holder of the same secret, who will recover it.", valueName: "label"))
+    @Option(name: .customLong("for"), help: ArgumentHelp("The trusted peer, a holder of the same secret, who will recover it.", valueName: "label"), completion: Completions.peer)
     var recipient: String
 
     @Option(name: [.short, .customLong("output")], help: ArgumentHelp("The file to write.", valueName: "file"))
@@ -48,15 +48,15 @@ struct SecretsPush: AsyncParsableCommand {
     @OptionGroup var home: HomeOption
     @OptionGroup var keys: PassphraseOption
 
-    @Argument(help: ArgumentHelp("The secret's name or id.", valueName: "id"))
+    @Argument(help: ArgumentHelp("The secret's name or id.", valueName: "id"), completion: Completions.secret)
     var secret: String
 
-    @Option(help: ArgumentHelp("The holders to send to, comma-separated.", valueName: "labels"))
+    @Option(help: ArgumentHelp("The holders to send to, comma-separated.", valueName: "labels"), completion: Completions.peers)
     var to: String
 
     @OptionGroup var reach: PeerAddressOptions
 
-    @Option(help: ArgumentHelp("Deliver through this group's relays only.", valueName: "group"))
+    @Option(help: ArgumentHelp("Deliver through this group's relays only.", valueName: "group"), completion: Completions.group)
     var group: String?
 
     @OptionGroup var progress: ProgressOption

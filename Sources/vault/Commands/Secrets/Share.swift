@@ -24,7 +24,7 @@ struct Share: AsyncParsableCommand {
     @Argument(help: ArgumentHelp("The file to share, or - for standard input (default for notes).", valueName: "file"))
     var file: String?
 
-    @Option(help: ArgumentHelp("The holders besides you: trusted peers' labels, comma-separated.", valueName: "labels"))
+    @Option(help: ArgumentHelp("The holders besides you: trusted peers' labels, comma-separated.", valueName: "labels"), completion: Completions.peers)
     var to: String
 
     @Option(name: [.customShort("k"), .long], help: ArgumentHelp("How many pieces rebuild the secret (2 ≤ K ≤ n).", valueName: "k"))
@@ -47,7 +47,7 @@ struct Share: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Write the other holders' bundles into this directory instead of delivering them.", valueName: "dir"))
     var outDir: String?
 
-    @Option(help: ArgumentHelp("Deliver through this group's relays, even to holders whose serve answers on the LAN.", valueName: "group"))
+    @Option(help: ArgumentHelp("Deliver through this group's relays, even to holders whose serve answers on the LAN.", valueName: "group"), completion: Completions.group)
     var group: String?
 
     @OptionGroup var reach: PeerAddressOptions
