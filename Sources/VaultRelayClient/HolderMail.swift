@@ -73,13 +73,19 @@ public enum HolderMail {
         let left = UInt64(max(1, recovery.expires.timeIntervalSince1970 - Double(now)))
         let request = try RelayPieceRequest.make(secretID: recovery.secretID, dealer: recovery.dealer, holder: holder.card, own: own,
                                                  identity: identity, replyKey: recovery.replyPublicKey, lifetime: left, now: now)
-        let stored = try await send(to: holder.card, in: group, lifetime: left, keystore: keystore, identity: identity) { emit in
-            try HolderRecord.pieceRequest(request).withUnsafeBytes(emit)
-        }
-        guard stored >= minimumRelays(group) else {
-            throw VaultError.invalidSecret("only \(stored) of the relays of \(group.name) stored the request")
-        }
+        // Recorded first: an answer can come back before the slowest relay took the request.
         try keystore.recordAsk(recovery, nonce: request.nonce, holder: holder, groupID: group.id)
+        do {
+            let stored = try await send(to: holder.card, in: group, lifetime: left, keystore: keystore, identity: identity) { emit in
+                try HolderRecord.pieceRequest(request).withUnsafeBytes(emit)
+            }
+            guard stored >= minimumRelays(group) else {
+                throw VaultError.invalidSecret("only \(stored) of the relays of \(group.name) stored the request")
+            }
+        } catch {
+            try? keystore.forgetAsk(nonce: request.nonce)
+            throw error
+        }
     }
 
     /// Sends the answers of every request decided (or lapsed) since its last answer: the
@@ -96,31 +102,55 @@ public enum HolderMail {
             await answer(request, keystore: keystore, identity: identity, report: &report)
         }
         for path in (try? keystore.forgetExpiredHolderRequests()) ?? [] { unlink(path) }
+        // Answers kept for a request now forgotten are of no more use.
+        let answers = keystore.home.directory + "/answers"
+        if let kept = try? Set(keystore.holderRequests([.waiting, .approved, .automatic, .denied, .expired, .answered]).map(\.id)) {
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: answers)) ?? [] where !kept.contains(String(name.prefix(8))) {
+                unlink(answers + "/" + name)
+            }
+        }
+        try? keystore.endExpiredRecoveries()
     }
 
-    /// Answers one request as it stands now (a waiting one: that it waits).
+    /// Answers one request as it stands now (a waiting one: that it waits). A decided one
+    /// is claimed first, and its answer written once into `$VAULT_HOME/answers/ID` (the
+    /// release made, and logged, once): when the relays cannot take it now, the next run
+    /// sends the same answer again instead of releasing anew.
     static func answer(_ request: HolderRequest, keystore: Keystore, identity: Identity, report: inout HolderReport) async {
         let what = request.kind == .piece ? "piece request \(request.id)" : "share offer \(request.id)"
+        let decided = request.state != .waiting
         do {
             // Claimed first: a piece goes out once, whoever else answers meanwhile.
-            if request.state != .waiting { guard try keystore.claimAnswer(request) else { return } }
+            if decided { guard try keystore.claimAnswer(request) else { return } }
             guard let group = try keystore.group(id: request.groupID),
                   let peer = try keystore.peers().first(where: { $0.card.agreementKey == request.peerKey }) else {
                 // The group or the peer is gone: nobody to answer, and nothing released.
                 return
             }
+            let answers = keystore.home.directory + "/answers"
+            if mkdir(answers, 0o700) != 0 && errno != EEXIST { throw VaultError.fileSystem(path: answers, errno: errno) }
+            let path = answers + "/" + request.id + (decided ? "" : "-waiting")
             do {
+                if !FileManager.default.fileExists(atPath: path) {
+                    let output = try OutputFile(path: path, shownAs: "the vault directory \(answers)")
+                    try HolderDesk.answer(request, keystore: keystore, identity: identity, emit: output.write)
+                    try output.commit()
+                }
                 let lifetime = UInt64(max(3600, request.expires.timeIntervalSinceNow + 86_400))
                 let stored = try await send(to: peer.card, in: group, lifetime: min(lifetime, offerLifetime), keystore: keystore,
                                             identity: identity) { emit in
-                    try HolderDesk.answer(request, keystore: keystore, identity: identity, emit: emit)
+                    var answer = try FileSource(path: path)
+                    try answer.forEachChunk(emit)
                 }
-                guard stored >= 1 else { throw RelayError(relay: group.name.value, code: "unreachable", words: "no relay of the group stored it") }
+                guard stored >= minimumRelays(group) else {
+                    throw RelayError(relay: group.name.value, code: "unreachable", words: "only \(stored) of its relays stored it")
+                }
+                unlink(path)
             } catch {
-                if request.state != .waiting { try? keystore.unclaimAnswer(request) }
+                if decided { try? keystore.unclaimAnswer(request) }
                 throw error
             }
-            if request.state != .waiting { report.events.append(.answered(to: request.peerLabel, what: what)) }
+            if decided { report.events.append(.answered(to: request.peerLabel, what: what)) }
         } catch {
             report.problems.append("could not answer \(request.peerLabel)'s \(what): \(VaultError.words(for: error)); tried again later")
         }
@@ -251,8 +281,12 @@ public enum HolderMail {
         } catch {
             report.problems.append("holder message \(header.messageIDHex.prefix(8)) in \(group.name): \(VaultError.words(for: error))")
             switch error {
-            case VaultError.storage, VaultError.fileSystem: return false
-            default: return true
+            case VaultError.storage, VaultError.fileSystem:
+                // This machine failed (its disk), not the message: taken again next time.
+                try? keystore.forgetReceived(object: header)
+                return false
+            default:
+                return true
             }
         }
     }

@@ -29,10 +29,15 @@ enum RelayMail {
         await withTaskGroup(of: (String, Int64?).self) { tasks in
             for (fingerprint, connection) in connections(groups, identity: identity) {
                 tasks.addTask {
-                    var cursor: Int64 = 0
-                    // Pages of 500, at most a few: a watcher that cannot catch up waits less.
-                    for _ in 0..<8 {
-                        guard let (_, last) = try? await connection.messages(after: cursor), let last else { break }
+                    // Pages of 500, to the last one (bounded: 100,000 waiting messages). A relay
+                    // that cannot be listed has no cursor: the wait does not ask it.
+                    var cursor: Int64? = nil
+                    for _ in 0..<200 {
+                        guard let (_, last) = try? await connection.messages(after: cursor ?? 0) else { break }
+                        guard let last else {
+                            cursor = cursor ?? 0
+                            break
+                        }
                         cursor = last
                     }
                     return (fingerprint, cursor)
@@ -60,7 +65,10 @@ enum RelayMail {
         await withTaskGroup(of: Void.self) { tasks in
             for (fingerprint, connection) in relays {
                 tasks.addTask {
-                    let heard = try? await connection.messages(after: cursors[fingerprint] ?? 0, wait: seconds)
+                    // Without a cursor (it could not be listed) it would answer at once with
+                    // what it always lists: its end of the wait is the end.
+                    let heard = cursors[fingerprint] == nil ? nil
+                        : try? await connection.messages(after: cursors[fingerprint]!, wait: seconds)
                     // Nothing heard (down, or too busy to hold the list, or its time was up):
                     // this relay ends the wait only at its end.
                     if heard?.messages.isEmpty ?? true, end.timeIntervalSinceNow > 0 {

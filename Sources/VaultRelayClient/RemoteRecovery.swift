@@ -44,8 +44,13 @@ public final class RemoteRecovery {
         for holder in holders {
             let label = holder.label.value
             if let ask = recovery.asks.first(where: { $0.holderKey == holder.card.agreementKey }) {
-                outcomes.append(.before(label: label, state: ask.state, detail: ask.detail, until: ask.until))
-                continue
+                // A refusal that time may mend (the holder had not yet kept its share,
+                // trusted this card, joined the group, or had room) is asked again.
+                guard ask.state == .refused, let detail = ask.detail, Self.passing.contains(detail) else {
+                    outcomes.append(.before(label: label, state: ask.state, detail: ask.detail, until: ask.until))
+                    continue
+                }
+                try? keystore.forgetAsk(nonce: ask.nonce)
             }
             do {
                 guard let shared = try HolderMail.sharedGroup(with: holder.card, keystore: keystore, identity: identity, named: group) else {
@@ -86,10 +91,14 @@ public final class RemoteRecovery {
         if let current = try keystore.recovery(dealer: recovery.dealer, secretID: recovery.secretID) { recovery = current }
     }
 
-    /// The pieces released so far, and (for a requester that holds no share) the header to
-    /// check them against: the first answering holder's.
-    public func released() throws -> (files: [String], header: BundleHeader?) {
-        let asks = recovery.asks.filter { $0.state == .released && $0.piece != nil }
+    /// Refusals that may not hold on a later run, by the words they are kept in.
+    private static let passing: Set<String> = Set([HolderRecord.Refusal.busy, .unknownSecret, .untrusted, .notAMember, .expired].map(\.description))
+
+    /// The pieces released so far (but by holders in `excluding`, by X25519 key: they gave
+    /// theirs over the LAN), and (for a requester that holds no share) the header to check
+    /// them against: the first answering holder's.
+    public func released(excluding: Set<[UInt8]> = []) throws -> (files: [String], header: BundleHeader?) {
+        let asks = recovery.asks.filter { $0.state == .released && $0.piece != nil && !excluding.contains($0.holderKey) }
         let header = try own?.header ?? asks.first.flatMap { ask in
             try ask.prefix.map { try RecoveryDesk.header(of: recovery, prefix: $0, sender: senderCard(ask), keystore: keystore) }
         }
@@ -103,7 +112,7 @@ public final class RemoteRecovery {
 
     /// Ends the recovery: its rows and received pieces go.
     public func end() {
-        for path in (try? keystore.endRecovery(recovery)) ?? [] { unlink(path) }
+        try? keystore.endRecovery(recovery)
     }
 
     private func senderCard(_ ask: Recovery.Ask) throws -> KeyCard {

@@ -10,6 +10,10 @@ import FuzzSupport
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     var source = BytesSource(Array(UnsafeBufferPointer(start: data, count: size)))
     guard let head = try? HolderRecord.readHead(&source) else { return 0 }
+    // A request that parsed is the one encoding of itself.
+    if case .pieceRequest(let request) = head, Array(UnsafeBufferPointer(start: data + 2, count: RelayPieceRequest.length)) != request.encoded() {
+        fatalError("a piece request parsed from bytes it does not re-encode to")
+    }
     if case .pieceAnswer(_, .released, let prefix?) = head {
         var offset = 0
         _ = try? ShareBundle.parsePrefix { count in

@@ -11,4 +11,8 @@ public enum ConsentLimits {
     /// Requests through relays waiting for consent at once; past this, new ones are
     /// refused as busy, so a flood of requests cannot grow the keystore without bound.
     public static let pendingHolderRequests = 256
+    /// Requests and share offers through relays kept from one peer (whatever their state,
+    /// until forgotten a day after they expire): a member who floods cannot fill the queue
+    /// for everyone, nor the disk with offered bundles.
+    public static let holderRequestsPerPeer = 16
 }

@@ -34,9 +34,14 @@ public final class ConsentQueue: @unchecked Sendable {
     }
 
     /// Approves or denies the waiting request whose id starts with `prefix`.
+    /// The prefix must match one request of both queues together: one that matches a LAN
+    /// request and a relay request decides neither.
     public func decide(_ prefix: String, approve: Bool, now: Date = Date()) -> ReleaseApprovals.Request? {
-        if let decided = lan.decide(prefix, approve: approve, now: now) { return decided }
-        guard let decided = try? keystore.decideHolderRequest(prefix, approve: approve, now: now) else { return nil }
+        let key = prefix.lowercased()
+        let relayed = ((try? keystore.holderRequests([.waiting], now: now)) ?? []).contains { $0.id.hasPrefix(key) }
+        if !relayed, let decided = lan.decide(prefix, approve: approve, now: now) { return decided }
+        let onLAN = { self.lan.waiting(now: now).contains { $0.id.hasPrefix(key) } }
+        guard let decided = try? keystore.decideHolderRequest(prefix, approve: approve, unless: onLAN, now: now) else { return nil }
         lock.withLock { relayDecided }(decided)
         return Self.describe(decided, keystore: keystore)
     }

@@ -47,17 +47,17 @@ public enum HolderDesk {
                 return .refused(.badProof)
             }
         }
-        guard try keystore.holderRequests([.waiting], now: now).count < ConsentLimits.pendingHolderRequests else { return .refused(.busy) }
         let optedIn = try keystore.releasesAutomatically(secretID: header.secretID, to: peer.card)
         let automatic = !request.holdsNoShare && optedIn
-        guard let taken = try keystore.addHolderRequest(nonce: request.nonce, kind: .piece, groupID: group.id, peer: peer, secretRow: row,
-                                                        record: request.encoded(), state: automatic ? .automatic : .waiting,
-                                                        expires: request.expires, now: now) else {
-            // Its nonce is known. Other relays' copies of one message were set aside by its
-            // id before this, so this is the request again in another message: a replay.
-            return .refused(.replayed)
+        switch try keystore.addHolderRequest(nonce: request.nonce, kind: .piece, groupID: group.id, peer: peer, secretRow: row,
+                                             record: request.encoded(), state: automatic ? .automatic : .waiting,
+                                             expires: request.expires, now: now) {
+        case .added(let taken): return automatic ? .automatic(taken) : .queued(taken)
+        // Its nonce is known. Other relays' copies of one message were set aside by its id
+        // before this, so this is the request again in another message: a replay.
+        case .replayed: return .refused(.replayed)
+        case .busy: return .refused(.busy)
         }
-        return automatic ? .automatic(taken) : .queued(taken)
     }
 
     /// Takes a share offer, its bundle in the file at `path` (which moves into the keystore's
@@ -79,18 +79,27 @@ public enum HolderDesk {
         // Only its own dealer delivers a share: whoever else passes one on is refused.
         guard header.dealer == sender else { return refused("it was sent by someone other than its dealer") }
         guard let peer = try keystore.peers().first(where: { $0.card == sender }) else { return refused("its dealer is not trusted") }
+        guard try !keystore.hasHolderRequest(nonce: messageID) else { return .duplicate }
         let offers = keystore.home.directory + "/offers"
         if mkdir(offers, 0o700) != 0 && errno != EEXIST { throw VaultError.fileSystem(path: offers, errno: errno) }
         let kept = offers + "/" + messageID.hex + ".vshare"
         guard rename(path, kept) == 0 else { throw VaultError.fileSystem(path: offers, errno: errno) }
-        guard let taken = try keystore.addHolderRequest(nonce: messageID, kind: .share, groupID: group.id, peer: peer, secretRow: header.rowID,
-                                                        record: Array(kept.utf8), expires: expires, now: now) else {
+        // An offer waits at most as long as a request may (its relay copy may claim longer).
+        let until = min(expires, UInt64(now.timeIntervalSince1970) + RelayPieceRequest.maximumLifetime)
+        switch try keystore.addHolderRequest(nonce: messageID, kind: .share, groupID: group.id, peer: peer, secretRow: header.rowID,
+                                             record: Array(kept.utf8), expires: until, now: now) {
+        case .added(let taken):
+            keep = true
+            return .queued(taken)
+        case .replayed:
             unlink(kept)
             keep = true
             return .duplicate
+        case .busy:
+            unlink(kept)
+            keep = true
+            return refused("too many requests and offers from its dealer wait here")
         }
-        keep = true
-        return .queued(taken)
     }
 
     /// What to answer for a request decided (approved, automatic, denied) or lapsed
@@ -135,7 +144,10 @@ public enum HolderDesk {
             if let header = try? BundleHeader(bundleAt: path) { (secretID, index) = (header.secretID, header.holderIndex) }
             switch request.state {
             case .approved, .automatic:
-                state = try storeOffered(path, keystore: keystore, identity: identity)
+                // Kept already (an answer that could not be written the first time): stored.
+                let stored = try keystore.secrets().contains { $0.header.rowID == request.secretRow ?? [] }
+                let held = stored && !FileManager.default.fileExists(atPath: path)
+                state = held ? .stored : try storeOffered(path, keystore: keystore, identity: identity)
             case .waiting:
                 state = .waiting
             case .denied, .expired, .answered:

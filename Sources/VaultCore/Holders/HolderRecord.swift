@@ -8,9 +8,13 @@ import Foundation
 ///     record = version 0x01 ‖ kind (1) ‖ fields
 ///
 /// A share offer and a released piece end in a file-sized part (a bundle, a piece), which
-/// is read from the record's file after its head; ``HolderRecord/Head`` is the rest.
+/// is read from the record's file after its head; ``HolderRecord/Head`` is the rest. Every
+/// other record is padded with zeros to ``paddedLength`` bytes, so that a relay cannot tell
+/// a request from an answer, nor one answer from another, by its size.
 public enum HolderRecord {
     static let version: UInt8 = 1
+    /// The length of every record but a share offer and a release.
+    static let paddedLength = 512
 
     /// The kinds, as the byte after the version says.
     public enum Kind: UInt8, Sendable {
@@ -102,11 +106,15 @@ public enum HolderRecord {
     public static func shareOffer() -> [UInt8] { [version, Kind.shareOffer.rawValue] }
 
     public static func shareAnswer(secretID: [UInt8], holder: Int, state: ShareState) -> [UInt8] {
-        [version, Kind.shareAnswer.rawValue] + secretID + [UInt8(holder), state.rawValue]
+        padded([version, Kind.shareAnswer.rawValue] + secretID + [UInt8(holder), state.rawValue])
     }
 
     public static func pieceRequest(_ request: RelayPieceRequest) -> [UInt8] {
-        [version, Kind.pieceRequest.rawValue] + request.encoded()
+        padded([version, Kind.pieceRequest.rawValue] + request.encoded())
+    }
+
+    private static func padded(_ record: [UInt8]) -> [UInt8] {
+        record + [UInt8](repeating: 0, count: paddedLength - record.count)
     }
 
     /// The head of a piece answer; for `released`, `prefix` is the holder's bundle prefix and
@@ -130,7 +138,7 @@ public enum HolderRecord {
             w.u8(5)
             w.u8(refusal.rawValue)
         }
-        return w.bytes
+        return outcome == .released ? w.bytes : padded(w.bytes)
     }
 
     // MARK: Reading
@@ -170,6 +178,7 @@ public enum HolderRecord {
             case 3: head = .pieceAnswer(nonce: nonce, outcome: .timedOut, prefix: nil)
             case 4:
                 let until = try take(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+                guard until <= UInt64(Int64.max) else { throw fail("a time out of range") }
                 head = .pieceAnswer(nonce: nonce, outcome: .waiting(until: until), prefix: nil)
             case 5:
                 guard let refusal = Refusal(rawValue: try take(1)[0]) else { throw fail("an unknown refusal") }
@@ -178,7 +187,25 @@ public enum HolderRecord {
                 throw fail("an unknown outcome \(code)")
             }
         }
-        guard try source.readFully(1).isEmpty else { throw fail("bytes follow its end") }
+        // Zeros to the padded length, and nothing after.
+        let used = 2 + (HolderRecord.headLength(head) ?? 0)
+        let padding = try source.readFully(paddedLength - used + 1)
+        guard padding.count == paddedLength - used, padding.allSatisfy({ $0 == 0 }) else {
+            throw fail("it is not padded to \(paddedLength) bytes with zeros")
+        }
         return head
+    }
+
+    /// The bytes of a padded record's fields after its kind.
+    private static func headLength(_ head: Head) -> Int? {
+        switch head {
+        case .shareOffer: nil
+        case .shareAnswer: 18
+        case .pieceRequest: RelayPieceRequest.length
+        case .pieceAnswer(_, .waiting, _): 16 + 1 + 8
+        case .pieceAnswer(_, .refused, _): 16 + 1 + 1
+        case .pieceAnswer(_, .released, _): nil
+        case .pieceAnswer: 16 + 1
+        }
     }
 }

@@ -58,17 +58,39 @@ public struct HolderRequest: Sendable {
     }
 }
 
+/// What became of a request offered to the keystore's queue.
+public enum HolderIntake: Sendable {
+    case added(HolderRequest)
+    /// Its nonce is known: a replay.
+    case replayed
+    /// The queue is full: for this peer, or in all.
+    case busy
+}
+
 extension Keystore {
     /// Records a request that came through relays, waiting (or, with `state`, decided
-    /// already: an automatic release). Returns nil when its nonce is known: a replay, or a
-    /// second relay's copy of one already taken.
+    /// already: an automatic release), in one transaction with its checks: its nonce is
+    /// new, the peer has fewer than ``ConsentLimits/holderRequestsPerPeer`` requests and
+    /// offers kept (whatever their state, until they are forgotten), and fewer than
+    /// ``ConsentLimits/pendingHolderRequests`` wait in all. A waiting request of the same
+    /// peer for the same share is replaced: the newest is the one its requester waits for.
     public func addHolderRequest(nonce: [UInt8], kind: HolderRequest.Kind, groupID: [UInt8], peer: Peer, secretRow: [UInt8]?,
                                  record: [UInt8], state: HolderRequest.State = .waiting, expires: UInt64,
-                                 now: Date = Date()) throws(VaultError) -> HolderRequest? {
+                                 now: Date = Date()) throws(VaultError) -> HolderIntake {
         try write { db in
             guard try Int.fetchOne(db, sql: "SELECT count(*) FROM holder_request WHERE nonce = ?", arguments: [Data(nonce)]) == 0 else {
-                return nil
+                return .replayed
             }
+            if let secretRow, kind == .piece {
+                try db.execute(sql: """
+                    UPDATE holder_request SET state = 'expired'
+                    WHERE peer_key = ? AND secret_row = ? AND kind = 1 AND state = 'waiting'
+                    """, arguments: [Data(peer.card.agreementKey), Data(secretRow)])
+            }
+            let kept = try Int.fetchOne(db, sql: "SELECT count(*) FROM holder_request WHERE peer_key = ?",
+                                        arguments: [Data(peer.card.agreementKey)]) ?? 0
+            let waiting = try Int.fetchOne(db, sql: "SELECT count(*) FROM holder_request WHERE state = 'waiting'") ?? 0
+            guard kept < ConsentLimits.holderRequestsPerPeer, waiting < ConsentLimits.pendingHolderRequests else { return .busy }
             var id: String
             repeat { id = SecureRandom().bytes(4).hex } while try Int.fetchOne(db, sql: "SELECT count(*) FROM holder_request WHERE id = ?",
                                                                                   arguments: [id]) != 0
@@ -77,8 +99,13 @@ extension Keystore {
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """, arguments: [id, Data(nonce), kind.rawValue, Data(groupID), Data(peer.card.agreementKey), peer.label.value,
                                  secretRow.map { Data($0) }, Data(record), state.rawValue, Int64(now.timeIntervalSince1970), Int64(expires)])
-            return HolderRequest(row: try Row.fetchOne(db, sql: "SELECT * FROM holder_request WHERE id = ?", arguments: [id])!)
+            return .added(HolderRequest(row: try Row.fetchOne(db, sql: "SELECT * FROM holder_request WHERE id = ?", arguments: [id])!))
         }
+    }
+
+    /// Whether a request or offer with this nonce (an offer's: its message id) is kept.
+    public func hasHolderRequest(nonce: [UInt8]) throws(VaultError) -> Bool {
+        try read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM holder_request WHERE nonce = ?", arguments: [Data(nonce)]) ?? 0 > 0 }
     }
 
     /// Requests in these states, oldest first. Waiting ones whose time ran out are
@@ -94,14 +121,16 @@ extension Keystore {
     }
 
     /// Approves or denies the waiting request whose id starts with `prefix` (at least 4 hex
-    /// digits): nil when no single one matches.
-    public func decideHolderRequest(_ prefix: String, approve: Bool, now: Date = Date()) throws(VaultError) -> HolderRequest? {
+    /// digits): nil when no single one matches, or when `unless` says the prefix also
+    /// matches elsewhere (the LAN's queue), checked under the same write.
+    public func decideHolderRequest(_ prefix: String, approve: Bool, unless matchesElsewhere: () -> Bool = { false },
+                                    now: Date = Date()) throws(VaultError) -> HolderRequest? {
         let prefix = prefix.lowercased()
         guard prefix.count >= 4, prefix.allSatisfy(\.isHexDigit) else { return nil }
         return try write { db in
             let matches = try Row.fetchAll(db, sql: "SELECT * FROM holder_request WHERE state = 'waiting' AND expires_at > ? AND id LIKE ?",
                                            arguments: [Int64(now.timeIntervalSince1970), prefix + "%"]).map(HolderRequest.init)
-            guard matches.count == 1, let match = matches.first else { return nil }
+            guard matches.count == 1, let match = matches.first, !matchesElsewhere() else { return nil }
             try db.execute(sql: "UPDATE holder_request SET state = ? WHERE id = ?", arguments: [approve ? "approved" : "denied", match.id])
             return match
         }

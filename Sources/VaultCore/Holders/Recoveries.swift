@@ -87,9 +87,12 @@ extension Keystore {
                               now: Date = Date()) throws(VaultError) -> Recovery {
         let row = BundleHeader.rowID(dealer: dealer, secretID: secretID)
         let key = ReplyKey()
+        // One that expired, or was made as the other kind of requester (a share held since),
+        // goes with its pieces: they are sealed to its reply key and index.
+        try endExpiredRecoveries(now: now)
+        if let old = try recovery(dealer: dealer, secretID: secretID), old.holdsShare != holdsShare { try endRecovery(old) }
         return try write { db in
             let at = Int64(now.timeIntervalSince1970)
-            try db.execute(sql: "DELETE FROM recovery WHERE secret_row = ? AND expires_at <= ?", arguments: [Data(row), at])
             if let running = try Self.recovery(row: row, db) { return running }
             try db.execute(sql: """
                 INSERT INTO recovery (secret_row, secret_id, dealer, holds_share, reply_key, reply_secret, started_at, expires_at)
@@ -120,28 +123,49 @@ extension Keystore {
         }
     }
 
-    /// Records what a holder answered. A piece, once released, stays: a later answer to
-    /// the same request changes nothing.
+    /// Records what a holder answered, while its request is open (asked or waiting): once
+    /// released, denied, timed out or refused, a later answer to the same request (a relay
+    /// reordering them) changes nothing.
     public func updateAsk(nonce: [UInt8], state: Recovery.Ask.State, detail: String? = nil, until: UInt64? = nil, prefix: [UInt8]? = nil,
                           piece: String? = nil, now: Date = Date()) throws(VaultError) {
         try write { db in
             try db.execute(sql: """
                 UPDATE recovery_ask SET state = ?, detail = ?, until_at = ?, prefix = ?, piece = ?, updated_at = ?
-                WHERE nonce = ? AND state <> 'released'
-                """, arguments: [state.rawValue, detail, until.map { Int64($0) }, prefix.map { Data($0) }, piece,
+                WHERE nonce = ? AND state IN ('asked', 'waiting')
+                """, arguments: [state.rawValue, detail, until.map { Int64(min($0, UInt64(Int64.max))) }, prefix.map { Data($0) }, piece,
                                  Int64(now.timeIntervalSince1970), Data(nonce)])
         }
     }
 
     /// Ends a recovery: its rows go, and the piece files it received are returned for removal.
-    @discardableResult
-    public func endRecovery(_ recovery: Recovery) throws(VaultError) -> [String] {
-        try write { db in
-            let files = try String.fetchAll(db, sql: "SELECT piece FROM recovery_ask WHERE secret_row = ? AND piece IS NOT NULL",
-                                            arguments: [Data(recovery.secretRow)])
-            try db.execute(sql: "DELETE FROM recovery WHERE secret_row = ?", arguments: [Data(recovery.secretRow)])
-            return files
+    public func endRecovery(_ recovery: Recovery) throws(VaultError) {
+        let files = try write { db in try Self.end(recovery.secretRow, db) }
+        for file in files { unlink(file) }
+    }
+
+    /// Ends every recovery that expired. Called by each pass that takes answers.
+    public func endExpiredRecoveries(now: Date = Date()) throws(VaultError) {
+        let files = try write { db in
+            try Data.fetchAll(db, sql: "SELECT secret_row FROM recovery WHERE expires_at <= ?", arguments: [Int64(now.timeIntervalSince1970)])
+                .flatMap { try Self.end([UInt8]($0), db) }
         }
+        for file in files { unlink(file) }
+    }
+
+    /// Removes a recovery's rows; returns the pieces it received, to remove once that is
+    /// committed (nothing refers to them then; a crash in between leaves files sealed to a
+    /// reply key that no longer exists).
+    private static func end(_ row: [UInt8], _ db: Database) throws -> [String] {
+        let files = try String.fetchAll(db, sql: "SELECT piece FROM recovery_ask WHERE secret_row = ? AND piece IS NOT NULL",
+                                        arguments: [Data(row)])
+        try db.execute(sql: "DELETE FROM recovery WHERE secret_row = ?", arguments: [Data(row)])
+        return files
+    }
+
+    /// Forgets an ask whose request could not be sent (it was recorded first, so that an
+    /// answer arriving during the send finds it).
+    public func forgetAsk(nonce: [UInt8]) throws(VaultError) {
+        try write { db in try db.execute(sql: "DELETE FROM recovery_ask WHERE nonce = ?", arguments: [Data(nonce)]) }
     }
 
     private static func recovery(row: [UInt8], _ db: Database) throws -> Recovery? {

@@ -65,6 +65,14 @@ public enum RecoveryDesk {
                     unlink(path)
                     return try failure("its piece was set aside, \(problem)")
                 }
+                // The piece must be its sender's own: a holder passing on another's (one it
+                // once received) would stand in for that holder's consent, and count twice.
+                let recipients = SecretRecovery.recipients(identity: identity, index: own, replyKeys: [replyKey])
+                guard case .opened(let opened) = try ReleasedPiece.read(path: path, secret: header, recipients: recipients, trusted: []),
+                      header.index(of: sender.agreementKey) == opened.header.from else {
+                    unlink(path)
+                    return try failure("its piece is another holder's, not its sender's")
+                }
             } catch {
                 unlink(path)
                 return try failure(VaultError.words(for: error))

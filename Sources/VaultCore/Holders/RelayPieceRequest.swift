@@ -145,6 +145,10 @@ public struct RelayPieceRequest: Equatable, Sendable {
             throw fail(VaultError.words(for: error))
         }
         guard holder != requesterCard else { throw fail("it asks the requester itself") }
+        // The piece is sealed to it: a key of small order would make every box's shared
+        // secret zero (and crypto_box refuses it).
+        guard KeyCard.isUsableAgreementKey(replyKey) else { throw fail("its reply key is not a usable X25519 key") }
+        guard expires <= UInt64(Int64.max) else { throw fail("its lifetime is out of range") }
         guard expires > created, expires - created <= Self.maximumLifetime else { throw fail("its lifetime is out of range") }
         guard requester != 0 || proof.allSatisfy({ $0 == 0 }) else { throw fail("a request without a share carries a proof") }
         guard requesterCard.verify(signature: signature, of: Self.signatureDomain + fields() + proof) else {

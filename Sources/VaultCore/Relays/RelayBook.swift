@@ -190,6 +190,14 @@ extension Keystore {
         }
     }
 
+    /// Forgets that an object message was received, when this machine could not keep what
+    /// it carried (a full disk): the relays keep it, and the next run takes it again.
+    public func forgetReceived(object header: ObjectHeader) throws(VaultError) {
+        try write { db in
+            try db.execute(sql: "DELETE FROM message_received WHERE message_id = ? AND sequence = 0", arguments: [Data(header.messageID)])
+        }
+    }
+
     /// Of `sequences` missing from `sender`, those not asked for yet, or asked for at
     /// least `again` seconds before `now`; records them as asked now. A gap is asked for
     /// once while a request may still be on the relays: the sender answers it by resending,

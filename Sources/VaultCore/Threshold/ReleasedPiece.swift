@@ -93,6 +93,9 @@ public enum ReleasedPiece {
     ) throws {
         let header = secret.header
         precondition(to != header.holderIndex && to <= header.count)
+        guard KeyCard.isUsableAgreementKey(recipientKey) else {
+            throw VaultError.malformed(what: "the piece request", detail: "its reply key is not a usable X25519 key")
+        }
         let keyShare = try ShareBundle.openBox(secret.box, header: header, holder: identity)
         let pieceLength = header.pieceLength
         let oneTime = OneTimeKey(random: random)
@@ -128,6 +131,14 @@ public enum ReleasedPiece {
             throw VaultError.keystoreCorrupt("the stored piece does not match its commitment")
         }
         try identity.sign(pieceSignatureMessage(releaseHeader, pieceHash: pieceHash)).withUnsafeBytes { try output.write($0) }
+    }
+
+    /// The X25519 key of the holder that released the piece in the file at `path`, as its
+    /// header claims (unchecked: for knowing whom not to ask again, never for trust).
+    public static func claimedSender(ofFile path: String) -> [UInt8]? {
+        guard var source = try? FileSource(path: path), let start = try? source.readFully(9 + headerLength),
+              start.count == 9 + headerLength, Array(start[0..<4]) == magic else { return nil }
+        return (try? KeyCard(encoded: Array(start[(9 + 18)..<(9 + 18 + KeyCard.encodedLength)])))?.agreementKey
     }
 
     /// A released piece file, parsed and opened: its key share, where its piece starts, and the sender's card once checked against a known one.

@@ -44,7 +44,7 @@ struct KeyRecoveryOptions: ParsableArguments {
             return try recoverer.combineKey(secret, pieces: gathered, password: keyPassword(for: holding))
         }
         let target = RecoveryTarget(own: secret, dealer: secret.header.dealer, secretID: secret.header.secretID)
-        let outcome = try await relays.recover(target, lanPieces: gathered.count, keystore: keystore, identity: identity, timeout: timeout)
+        let outcome = try await relays.recover(target, lanPieces: gathered.map(\.path), keystore: keystore, identity: identity, timeout: timeout)
         let key = try withExtendedLifetime(gathered) {
             try recoverer.combineKey(secret, pieceFiles: gathered.map(\.path) + outcome.pieces, replyKeys: [outcome.remote.replyKey],
                                      password: keyPassword(for: holding))

@@ -31,6 +31,9 @@ struct RelayRecoveryOptions: ParsableArguments {
     @Option(help: ArgumentHelp("How long requests through relays stay valid (e.g. 3d, 12h, 30m; at most 7d).", valueName: "duration"))
     var ttl: String = "3d"
 
+    @Flag(help: "End the recovery through relays under way (its pieces too) and ask every holder anew.")
+    var restart = false
+
     func validate() throws {
         if dealer != nil && from == nil { throw ValidationError("--dealer needs --from: the holders to ask") }
         if from != nil && dealer == nil { throw ValidationError("--from goes with --dealer, for a secret you hold no share of") }
@@ -63,12 +66,15 @@ struct RelayRecoveryOptions: ParsableArguments {
 
     /// Asks, through relays, each holder not asked before, takes what arrived, and, with
     /// --wait, waits for enough pieces; otherwise, without enough, stops saying how to come
-    /// back. `lanPieces` came over the LAN already.
-    func recover(_ target: RecoveryTarget, lanPieces: Int, keystore: Keystore, identity: Identity, timeout: Int?) async throws -> Outcome {
+    /// back. `lanPieces` came over the LAN already, from holders who are not asked again.
+    func recover(_ target: RecoveryTarget, lanPieces: [String], keystore: Keystore, identity: Identity, timeout: Int?) async throws -> Outcome {
+        let answered = Set(lanPieces.compactMap(ReleasedPiece.claimedSender(ofFile:)))
+        let lanPieces = answered.count
+        if restart, let running = try keystore.recovery(dealer: target.dealer, secretID: target.secretID) { try keystore.endRecovery(running) }
         let remote = try RemoteRecovery(dealer: target.dealer, secretID: target.secretID, own: target.own,
                                         lifetime: try Duration.seconds(ttl), keystore: keystore, identity: identity)
         show(await remote.collect())
-        let holders = try holdersToAsk(target, keystore: keystore)
+        let holders = try holdersToAsk(target, keystore: keystore).filter { !answered.contains($0.card.agreementKey) }
         for outcome in await remote.ask(holders, group: group) {
             switch outcome {
             case .asked(let label, let group): Terminal.standardError("  \(label): asked through the relays of \(group)")
@@ -80,7 +86,7 @@ struct RelayRecoveryOptions: ParsableArguments {
         let deadline = timeout.map { Date().addingTimeInterval(TimeInterval($0)) } ?? remote.recovery.expires
         var seen = states(remote)
         while true {
-            let (files, header) = try remote.released()
+            let (files, header) = try remote.released(excluding: answered)
             let needed = (header?.threshold ?? Int.max) - (target.own == nil ? 0 : 1)
             if files.count + lanPieces >= needed { return Outcome(remote: remote, pieces: files, header: header) }
             if remote.nothingMoreWillCome {

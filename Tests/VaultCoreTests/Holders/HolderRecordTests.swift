@@ -34,6 +34,18 @@ import Testing
         #expect(throws: VaultError.self) { try RelayPieceRequest(parsing: Array(bytes.dropLast())) }
     }
 
+    /// A reply key of small order would make the holder's box fail (its process trapped
+    /// once): refused when the request is read.
+    @Test func aReplyKeyOfSmallOrderIsRefused() throws {
+        let made = try RelayPieceRequest.make(secretID: Array(repeating: 7, count: 16), dealer: dealer.card, holder: holder.card, own: nil,
+                                              identity: requester, replyKey: Array(repeating: 0, count: 32), lifetime: 3600)
+        #expect(throws: VaultError.self) { try RelayPieceRequest(parsing: made.encoded()) }
+        // And a holder's "waiting until" past what a keystore keeps.
+        #expect(throws: VaultError.self) {
+            try head([1, 4] + Array(repeating: 5, count: 16) + [4] + Array(repeating: 0xff, count: 8) + Array(repeating: 0, count: 512 - 27))
+        }
+    }
+
     @Test func aRequestLivesAtMostAWeek() throws {
         #expect(try request(lifetime: 30 * 86_400).expires - 1_800_000_000 == RelayPieceRequest.maximumLifetime)
     }
@@ -61,6 +73,15 @@ import Testing
         #expect(throws: VaultError.self) { try head([1, 4] + nonce + [5, 99]) }
         #expect(throws: VaultError.self) { try head(HolderRecord.pieceAnswer(nonce: nonce, outcome: .denied) + [0]) }
         #expect(throws: VaultError.self) { try head([1, 2] + Array(repeating: 1, count: 16) + [0, 1]) }
+        // Every small record is 512 bytes, zeros after its fields: a relay cannot tell them apart.
+        for record in [HolderRecord.pieceRequest(made), HolderRecord.pieceAnswer(nonce: nonce, outcome: .denied),
+                       HolderRecord.shareAnswer(secretID: nonce, holder: 2, state: .stored)] {
+            #expect(record.count == 512)
+            #expect(throws: VaultError.self) { try head(Array(record.dropLast())) }
+            var dirty = record
+            dirty[511] = 1
+            #expect(throws: VaultError.self) { try head(dirty) }
+        }
         // A release's prefix is bounded before it is read.
         #expect(throws: VaultError.self) { try head([1, 4] + nonce + [1, 0xff, 0xff, 0xff, 0xff]) }
     }

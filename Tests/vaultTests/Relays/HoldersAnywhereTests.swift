@@ -191,10 +191,12 @@ final class HoldersWorld {
     @Test func socialRecoveryOntoANewMachine() throws {
         let w = try HoldersWorld(["alice", "bob", "carol"])
         let id = try w.share("passport 123", with: ["bob", "carol"])
-        // Automatic release for alice's old card does not cover her new one.
+        // Automatic release for alice's old card does not cover her new one, and even an
+        // opt-in for the new card releases nothing to a requester that holds no share.
         for holder in ["bob", "carol"] { try w[holder].ok("secrets", "auto-release", "--for", "alice") }
         let oldCard = try w["alice"].card()
         try w.add("alice-new")
+        try w["carol"].ok("secrets", "auto-release", "--for", "alice-new")
         // The old group's owner is gone: bob makes a new one with carol and alice-new.
         try w["bob"].ok("group", "create", "rescue", "--relays", "r1,r2,r3", "--members", "carol,alice-new")
         for label in ["carol", "alice-new"] { try w[label].ok("receive") }

@@ -87,7 +87,7 @@ struct Recover: AsyncParsableCommand {
         var header = own?.header
         var relayed: [String] = []
         if pieces.isEmpty, needed.map({ gathered.count < $0 }) ?? true, try !keystore.groups().isEmpty || own == nil {
-            let recovery = try await relays.recover(target, lanPieces: gathered.count, keystore: keystore, identity: identity, timeout: timeout)
+            let recovery = try await relays.recover(target, lanPieces: gathered.map(\.path), keystore: keystore, identity: identity, timeout: timeout)
             (remote, relayed, header) = (recovery.remote, recovery.pieces, recovery.header)
         }
         guard let header else { throw VaultError.tooFewPieces(have: 0, need: 0, missing: []) }

@@ -141,7 +141,7 @@ struct Reshare: AsyncParsableCommand {
     private func reshareOntoNewMachine(_ target: RecoveryTarget, keystore: Keystore, identity: Identity, peers: [Peer], name: Label?,
                                        addresses: [String: PeerAddress]) async throws {
         if rotate { throw ValidationError("--rotate needs a share of the key: recover onto this machine first") }
-        let outcome = try await recovery.relays.recover(target, lanPieces: 0, keystore: keystore, identity: identity, timeout: recovery.timeout)
+        let outcome = try await recovery.relays.recover(target, lanPieces: [], keystore: keystore, identity: identity, timeout: recovery.timeout)
         guard let header = outcome.header else { throw VaultError.tooFewPieces(have: 0, need: 0, missing: []) }
         var password: SecureBytes?
         let ask = layerPassword(file: passwordFile ?? recovery.keyPasswordFile, prompt: "Password for the secret: ")

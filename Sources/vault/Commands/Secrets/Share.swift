@@ -264,6 +264,9 @@ func deliver(_ path: String, to peer: Peer, secretRow: [UInt8], address: PeerAdd
             + "; no group of yours has '\(peer.label)' as a member, to deliver through relays")
         return false
     }
+    // Recorded first: the holder's answer can come back before the slowest relay took it.
+    try keystore.setDelivery(secretRow: secretRow, holderKey: peer.card.agreementKey, label: peer.label.value, state: .sent,
+                             via: "relays of \(group.name)")
     do {
         let stored = try await HolderMail.offer(bundle: path, to: peer, in: group, keystore: keystore, identity: identity)
         guard stored >= HolderMail.minimumRelays(group) else {
@@ -271,10 +274,9 @@ func deliver(_ path: String, to peer: Peer, secretRow: [UInt8], address: PeerAdd
         }
         Terminal.standardError("  \(peer.label): " + (lanFailure.map { "\($0); " } ?? "")
             + "sent through the relays of \(group.name) (\(stored) of \(group.relays.count) stored it); \(peer.label) is asked to keep it")
-        try keystore.setDelivery(secretRow: secretRow, holderKey: peer.card.agreementKey, label: peer.label.value, state: .sent,
-                                 via: "relays of \(group.name)")
         return true
     } catch {
+        _ = try? keystore.answerDelivery(secretRow: secretRow, holderKey: peer.card.agreementKey, state: .notYetReached)
         Terminal.standardError("  \(peer.label): " + (lanFailure.map { "\($0); " } ?? "") + "through the relays of \(group.name): \(Report.words(for: error))")
         return false
     }
