@@ -11,8 +11,13 @@ public enum ConsentLimits {
     /// Requests through relays waiting for consent at once; past this, new ones are
     /// refused as busy, so a flood of requests cannot grow the keystore without bound.
     public static let pendingHolderRequests = 256
-    /// Requests and share offers through relays kept from one peer (whatever their state,
-    /// until forgotten a day after they expire): a member who floods cannot fill the queue
-    /// for everyone, nor the disk with offered bundles.
+    /// Requests and share offers through relays from one peer that wait for consent at
+    /// once: a member who floods cannot fill the queue for everyone, nor the disk with
+    /// offered bundles. Decided ones do not count, so an owner who recovers often (an
+    /// automatic release a day, `vault unlock` of a shared key) is never turned away.
     public static let holderRequestsPerPeer = 16
+    /// Requests and offers kept from one peer whatever their state (their nonces are kept
+    /// until forgotten a day after they expire, to refuse replays): bounds the keystore's
+    /// table at 256 records of about 512 bytes a peer.
+    public static let holderRecordsPerPeer = 256
 }

@@ -71,7 +71,8 @@ extension Keystore {
     /// Records a request that came through relays, waiting (or, with `state`, decided
     /// already: an automatic release), in one transaction with its checks: its nonce is
     /// new, the peer has fewer than ``ConsentLimits/holderRequestsPerPeer`` requests and
-    /// offers kept (whatever their state, until they are forgotten), and fewer than
+    /// offers waiting and fewer than ``ConsentLimits/holderRecordsPerPeer`` kept (whatever
+    /// their state, until they are forgotten), and fewer than
     /// ``ConsentLimits/pendingHolderRequests`` wait in all. A waiting request of the same
     /// peer for the same share is replaced: the newest is the one its requester waits for.
     public func addHolderRequest(nonce: [UInt8], kind: HolderRequest.Kind, groupID: [UInt8], peer: Peer, secretRow: [UInt8]?,
@@ -87,10 +88,13 @@ extension Keystore {
                     WHERE peer_key = ? AND secret_row = ? AND kind = 1 AND state = 'waiting'
                     """, arguments: [Data(peer.card.agreementKey), Data(secretRow)])
             }
-            let kept = try Int.fetchOne(db, sql: "SELECT count(*) FROM holder_request WHERE peer_key = ?",
-                                        arguments: [Data(peer.card.agreementKey)]) ?? 0
+            let peerKey = Data(peer.card.agreementKey)
+            let kept = try Int.fetchOne(db, sql: "SELECT count(*) FROM holder_request WHERE peer_key = ?", arguments: [peerKey]) ?? 0
+            let peerWaiting = try Int.fetchOne(db, sql: "SELECT count(*) FROM holder_request WHERE peer_key = ? AND state = 'waiting'",
+                                               arguments: [peerKey]) ?? 0
             let waiting = try Int.fetchOne(db, sql: "SELECT count(*) FROM holder_request WHERE state = 'waiting'") ?? 0
-            guard kept < ConsentLimits.holderRequestsPerPeer, waiting < ConsentLimits.pendingHolderRequests else { return .busy }
+            guard kept < ConsentLimits.holderRecordsPerPeer, peerWaiting < ConsentLimits.holderRequestsPerPeer,
+                  waiting < ConsentLimits.pendingHolderRequests else { return .busy }
             var id: String
             repeat { id = SecureRandom().bytes(4).hex } while try Int.fetchOne(db, sql: "SELECT count(*) FROM holder_request WHERE id = ?",
                                                                                   arguments: [id]) != 0
