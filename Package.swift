@@ -48,10 +48,16 @@ let package = Package(
         // sync_file_range (write-behind) is a GNU extension Swift's Glibc does not export.
         .target(name: "CVaultFile"),
 
+        // The TPM 2.0 through tpm2-tss (Debian's libtss2-dev: ESAPI, the TCTI loader, MU),
+        // loaded with dlopen when a keystore is sealed by the TPM, so that vault starts
+        // without tpm2-tss installed (Docs/DECISIONS.md, "Keys bound to the machine").
+        // libcrypto for the PCR digest of a policy, as tpm2-tss itself uses it.
+        .target(name: "CVaultTPM", linkerSettings: [.linkedLibrary("crypto")]),
+
         .target(
             name: "VaultCore",
             dependencies: [
-                "CSodium", "COpenSSL", "CQRencode", "CZbar", "CVaultImage", "CISAL", "CVaultFile",
+                "CSodium", "COpenSSL", "CQRencode", "CZbar", "CVaultImage", "CISAL", "CVaultFile", "CVaultTPM",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: strict

@@ -1,8 +1,10 @@
 # Shared by scripts/demo and scripts/test: installs the Debian packages vault needs.
 # Sourced, not run.
 
-# What building needs (the C libraries behind the system-library targets).
-BUILD_PACKAGES=(pkg-config libsodium-dev libssl-dev libqrencode-dev libzbar-dev libsqlite3-dev libpng-dev libjpeg62-turbo-dev libisal-dev)
+# What building needs (the C libraries behind the system-library targets; libtss2-dev for the
+# TPM's headers, its libraries being loaded at run time).
+BUILD_PACKAGES=(pkg-config libsodium-dev libssl-dev libqrencode-dev libzbar-dev libsqlite3-dev libpng-dev libjpeg62-turbo-dev libisal-dev
+                libtss2-dev)
 # What the tests use besides: zbarimg and cjpeg as independent decoders and encoders, and
 # Debian's Python with PyNaCl and cryptography (AES-GCM) for an independent implementation
 # of the bundle format;
@@ -12,10 +14,12 @@ BUILD_PACKAGES=(pkg-config libsodium-dev libssl-dev libqrencode-dev libzbar-dev 
 # (systemd-analyze verify) and desktop-file-utils (desktop-file-validate); postgresql, for
 # the relay tests' throwaway clusters (PostgresCluster; Debian's own cluster is not used);
 # openssl, for the relay TLS test's own certificate authority; and chromium, the real
-# browser that opens share links in the link page tests (Tests/Interop/browser.py).
+# browser that opens share links in the link page tests (Tests/Interop/browser.py); swtpm,
+# the software TPM the TPM tests start (SoftwareTPM), and tpm2-tools to change it under them
+# (PCRs, dictionary-attack parameters) and to read what a test needs; binutils for readelf.
 TEST_PACKAGES=(zbar-tools libjpeg-turbo-progs python3 python3-nacl python3-cryptography python3-venv iproute2
                avahi-daemon avahi-utils dbus-daemon util-linux xdg-utils
-               man-db zsh fish systemd desktop-file-utils postgresql openssl chromium)
+               man-db zsh fish systemd desktop-file-utils postgresql openssl chromium swtpm tpm2-tools binutils)
 # Independent peers from PyPI, in a virtualenv (Debian's Python refuses system-wide pip).
 TEST_PYPI=(noiseprotocol==0.3.1 zeroconf==0.154.0)
 

@@ -60,6 +60,13 @@ enum Sodium {
             _ = crypto_generichash_final(OpaquePointer(state), &out, 32)
             return out
         }
+
+        /// Finishes into `output` (32 bytes), for a hash that is a key: locked memory the
+        /// caller wipes, never an ordinary array.
+        func finish(into output: UnsafeMutableRawBufferPointer) {
+            precondition(output.count == 32)
+            _ = crypto_generichash_final(OpaquePointer(state), output.bindMemory(to: UInt8.self).baseAddress!, 32)
+        }
     }
 
     /// Constant-time equality for secrets and MACs.

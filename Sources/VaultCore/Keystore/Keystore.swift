@@ -39,6 +39,17 @@ public final class Keystore: Sendable {
         home: VaultHome, label: Label, passphrase: SecureBytes?, scrypt: ScryptParameters = .default,
         force: Bool = false, random: some RandomSource = SecureRandom()
     ) throws(VaultError) -> Keystore {
+        try create(home: home, label: label, protection: NewKeyProtection(passphrase: passphrase, scrypt: scrypt),
+                   force: force, random: random)
+    }
+
+    /// Creates the keystore with a new identity protected as `protection` says (a
+    /// passphrase, the TPM, both, or neither), as ``create(home:label:passphrase:scrypt:force:random:)``.
+    @discardableResult
+    public static func create(
+        home: VaultHome, label: Label, protection: NewKeyProtection, force: Bool = false,
+        random: some RandomSource = SecureRandom()
+    ) throws(VaultError) -> Keystore {
         let existed = FileManager.default.fileExists(atPath: home.keystorePath)
         var created = false
         do throws(VaultError) {
@@ -48,13 +59,8 @@ public final class Keystore: Sendable {
             let keystore = try Keystore(home: home, database: connect(home.keystorePath))
             try keystore.migrate()
             let (identity, secret) = Identity.generate(label: label, random: random)
-            let stored: (format: KeystoreSchema.SecretFormat, bytes: [UInt8])
-            if let passphrase {
-                guard passphrase.count > 0 else { throw VaultError.emptyPassphrase }
-                stored = (.passphrase, PassphraseSeal.seal(secret, passphrase: passphrase, parameters: scrypt, random: random))
-            } else {
-                stored = (.plain, secret.withUnsafeBytes { Array($0) })
-            }
+            // Sealed before the transaction: a TPM that refuses leaves nothing behind.
+            let stored = try stored(secret, protection, random: random)
             var blob = Data(stored.bytes)
             defer { blob.resetBytes(in: 0..<blob.count) }
             try keystore.write { db in
@@ -82,6 +88,21 @@ public final class Keystore: Sendable {
         }
     }
 
+    /// The identity's 64 secret bytes as the keystore stores them under `protection`.
+    private static func stored(
+        _ secret: SecureBytes, _ protection: NewKeyProtection, random: some RandomSource
+    ) throws(VaultError) -> (format: KeystoreSchema.SecretFormat, bytes: [UInt8]) {
+        if let tpm = protection.tpm {
+            return (.sealed, try IdentitySeal.seal(secret, tpm: tpm.selection, pin: tpm.pin, pcrs: tpm.pcrs,
+                                                   passphrase: protection.passphrase, scrypt: protection.scrypt, random: random))
+        }
+        if let passphrase = protection.passphrase {
+            guard passphrase.count > 0 else { throw .emptyPassphrase }
+            return (.passphrase, PassphraseSeal.seal(secret, passphrase: passphrase, parameters: protection.scrypt, random: random))
+        }
+        return (.plain, secret.withUnsafeBytes { Array($0) })
+    }
+
     /// The public part of the identity; needs no passphrase.
     public func identityInfo() throws(VaultError) -> IdentityInfo {
         try read { db in
@@ -95,6 +116,12 @@ public final class Keystore: Sendable {
     /// Opens the private keys. `passphrase` is needed when they are protected, and ignored
     /// otherwise.
     public func unlock(passphrase: SecureBytes?) throws(VaultError) -> Identity {
+        try unlock(UnlockFactors(passphrase: passphrase))
+    }
+
+    /// Opens the private keys with what `factors` gives: the passphrase, and for keys sealed
+    /// by the TPM, the PIN and the TPM to ask. What the keys do not need is ignored.
+    public func unlock(_ factors: UnlockFactors) throws(VaultError) -> Identity {
         let (info, format, stored) = try read { db in
             guard let row = try Row.fetchOne(db, sql: "SELECT * FROM identity WHERE id = 1") else {
                 throw VaultError.noKeystore(path: self.home.keystorePath)
@@ -108,8 +135,11 @@ public final class Keystore: Sendable {
         case .plain:
             secret = SecureBytes(copying: bytes)
         case .passphrase:
-            guard let passphrase else { throw .passphraseRequired }
+            guard let passphrase = factors.passphrase else { throw .passphraseRequired }
             secret = try PassphraseSeal.open(bytes, passphrase: passphrase)
+        case .sealed:
+            let selection = if let tpm = factors.tpm { tpm } else { try TPMSelection.fromEnvironment() }
+            secret = try IdentitySeal(bytes).open(selection: selection, pin: factors.pin, passphrase: factors.passphrase)
         case nil:
             throw .keystoreCorrupt("unknown secret format \(format)")
         }
@@ -122,27 +152,38 @@ public final class Keystore: Sendable {
         current: SecureBytes?, new newPassphrase: SecureBytes?, scrypt: ScryptParameters = .default,
         random: some RandomSource = SecureRandom()
     ) throws(VaultError) {
-        let identity = try unlock(passphrase: current)
+        try changeProtection(current: UnlockFactors(passphrase: current),
+                             to: NewKeyProtection(passphrase: newPassphrase, scrypt: scrypt), random: random)
+    }
+
+    /// Protects the private keys anew: opens them with `current`, seals them as `protection`
+    /// says (the TPM's part first, outside any transaction), then replaces the stored form
+    /// in one transaction. A process killed at any point leaves the old protection or the
+    /// new one, never neither: the TPM keeps nothing of a seal, the keystore keeps its blobs.
+    public func changeProtection(
+        current: UnlockFactors, to protection: NewKeyProtection, random: some RandomSource = SecureRandom()
+    ) throws(VaultError) {
+        try protect(unlock(current), as: protection, random: random)
+    }
+
+    /// Protects the open keys of `identity`, this keystore's, as `protection` says:
+    /// ``changeProtection(current:to:random:)`` for keys the caller has opened already.
+    public func protect(
+        _ identity: Identity, as protection: NewKeyProtection, random: some RandomSource = SecureRandom()
+    ) throws(VaultError) {
+        guard identity.card == (try identityInfo()).card else { throw .unexpected("protecting the keys of another identity") }
         let secret = SecureBytes(count: Identity.secretLength)
         secret.withUnsafeMutableBytes { out in
             identity.agreementSecret.withUnsafeBytes { out.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: 32) }
             identity.signingSecret.withUnsafeBytes { (out.baseAddress! + 32).copyMemory(from: $0.baseAddress!, byteCount: 32) }
         }
-        let format: KeystoreSchema.SecretFormat
-        var blob: Data
-        if let newPassphrase {
-            guard newPassphrase.count > 0 else { throw .emptyPassphrase }
-            format = .passphrase
-            blob = Data(PassphraseSeal.seal(secret, passphrase: newPassphrase, parameters: scrypt, random: random))
-        } else {
-            format = .plain
-            blob = secret.withUnsafeBytes { Data($0) }
-        }
+        let stored = try Self.stored(secret, protection, random: random)
+        var blob = Data(stored.bytes)
         defer { blob.resetBytes(in: 0..<blob.count) }
         try write { db in
             try db.execute(
                 sql: "UPDATE identity SET secret_format = ?, secret = ? WHERE id = 1",
-                arguments: [format.rawValue, blob])
+                arguments: [stored.format.rawValue, blob])
         }
         try scrubJournal()
     }
@@ -246,20 +287,36 @@ public struct IdentityInfo: Sendable {
     public let label: Label
     /// The public key card.
     public let card: KeyCard
-    /// The scrypt parameters sealing the private keys, or nil when they are not sealed.
+    /// The scrypt parameters sealing the private keys, or nil when they need no passphrase.
     public let passphraseParameters: ScryptParameters?
+    /// How the private keys are protected.
+    public let protection: KeyProtection
     /// When the identity was created.
     public let createdAt: Date
 
     /// Whether the private keys need a passphrase.
     public var isPassphraseProtected: Bool { passphraseParameters != nil }
+    /// Whether the private keys are sealed by the TPM with a PIN.
+    public var needsPIN: Bool { protection.tpm?.pin ?? false }
 
     init(row: Row) throws {
         label = try Label(row["label"] as String)
         card = try KeyCard(encoded: [UInt8](row["card"] as Data))
         let format: Int = row["secret_format"]
-        passphraseParameters = format == KeystoreSchema.SecretFormat.passphrase.rawValue
-            ? PassphraseSeal.parameters(of: [UInt8](row["secret"] as Data)) : nil
+        switch KeystoreSchema.SecretFormat(rawValue: format) {
+        case .passphrase:
+            passphraseParameters = PassphraseSeal.parameters(of: [UInt8](row["secret"] as Data))
+            protection = KeyProtection(passphrase: passphraseParameters, tpm: nil)
+        case .sealed:
+            // Only the header is read: nothing is unsealed to describe the protection.
+            let seal = try IdentitySeal([UInt8](row["secret"] as Data))
+            passphraseParameters = seal.scrypt
+            protection = KeyProtection(passphrase: seal.scrypt,
+                                       tpm: seal.tpm.map { KeyProtection.TPMProtection(pin: $0.hasPIN, pcrs: $0.pcrs) })
+        case .plain, nil:
+            passphraseParameters = nil
+            protection = KeyProtection(passphrase: nil, tpm: nil)
+        }
         createdAt = Date(timeIntervalSince1970: TimeInterval(row["created_at"] as Int64))
     }
 }

@@ -310,6 +310,25 @@ enum KeystoreSchema {
                 ) WITHOUT ROWID;
                 """)
         }
+        // Keys bound to the machine (issue 35): secret_format 2 is the identity sealed by the
+        // TPM (IdentitySeal), its TPM blobs inside. SQLite cannot change a CHECK, so the table
+        // is made again with the same row; secure_delete overwrites the old pages.
+        migrator.registerMigration("v15-tpm") { db in
+            try db.execute(sql: """
+                CREATE TABLE identity_new (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    label TEXT NOT NULL,
+                    card BLOB NOT NULL CHECK (length(card) = 65),
+                    secret_format INTEGER NOT NULL CHECK (secret_format IN (0, 1, 2)),
+                    secret BLOB NOT NULL,
+                    created_at INTEGER NOT NULL
+                );
+                INSERT INTO identity_new (id, label, card, secret_format, secret, created_at)
+                    SELECT id, label, card, secret_format, secret, created_at FROM identity;
+                DROP TABLE identity;
+                ALTER TABLE identity_new RENAME TO identity;
+                """)
+        }
         return migrator
     }
 
@@ -319,5 +338,7 @@ enum KeystoreSchema {
         case plain = 0
         /// A ``PassphraseSeal``.
         case passphrase = 1
+        /// An ``IdentitySeal``: sealed by the TPM (and a passphrase as well, when chosen).
+        case sealed = 2
     }
 }

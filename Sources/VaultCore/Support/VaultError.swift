@@ -42,6 +42,33 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
     /// Stored or requested scrypt parameters are outside the accepted bounds.
     case kdfParametersOutOfRange(String)
 
+    // The TPM (keys bound to this machine).
+    /// tpm2-tss cannot be loaded; the text is the loader's.
+    case tpmLibraryMissing(String)
+    /// No TPM answers where `VAULT_TPM` points; the text says where and why.
+    case noTPM(String)
+    /// The TPM's device exists and this user may not open it.
+    case tpmAccessDenied(path: String)
+    /// The keys were sealed by another TPM (or by this one before its owner hierarchy was cleared).
+    case tpmOtherMachine
+    /// The PIN was wrong: tries left before lockout, and the seconds after which the TPM
+    /// forgets one failure (nil when they could not be read).
+    case wrongPIN(triesLeft: Int?, lockoutSeconds: Int?)
+    /// The TPM is in dictionary-attack lockout; one try comes back within `seconds`.
+    case tpmLockedOut(seconds: Int?)
+    /// The PCRs the keys are bound to changed since they were sealed.
+    case tpmPCRsChanged([Int])
+    /// The keys are sealed with a PIN and none was given.
+    case pinRequired
+    /// A new PIN breaks the rules (the text says which).
+    case invalidPIN(String)
+    /// `--tpm-pcrs` is not a list of PCR numbers.
+    case invalidPCRs(String)
+    /// The TPM's owner hierarchy has an authorization value vault does not have.
+    case tpmOwnerPassword
+    /// The TPM refused or failed otherwise; the text names the step and tpm2-tss's words.
+    case tpm(String)
+
     // Peers.
     /// The card offered as a peer is this machine's own.
     case ownCard
@@ -161,6 +188,26 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
         case .wrongPassphrase: "wrong passphrase"
         case .emptyPassphrase: "the passphrase is empty"
         case .kdfParametersOutOfRange(let detail): "scrypt parameters out of range: \(detail)"
+        case .tpmLibraryMissing(let detail): "the TPM library tpm2-tss is not installed (\(detail))"
+        case .noTPM(let detail): "no TPM: \(detail)"
+        case .tpmAccessDenied(let path): "cannot open the TPM at \(path): permission denied"
+        case .tpmOtherMachine:
+            "this keystore belongs to another machine: its keys were sealed by another TPM (or by this one before it was cleared)"
+        case .wrongPIN(let left, let seconds):
+            switch left {
+            case 0?: "wrong PIN; the TPM now refuses every PIN" + (seconds.map { " for up to \(DurationText.text(UInt64(max(1, $0))))" } ?? " until its lockout ends")
+            case let left?: "wrong PIN (\(left) tr\(left == 1 ? "y" : "ies") left before the TPM locks out)"
+            case nil: "wrong PIN"
+            }
+        case .tpmLockedOut(let seconds):
+            "the TPM is locked out after too many wrong PINs" + (seconds.map { $0 > 0 ? ": it takes a PIN again within \(DurationText.text(UInt64($0)))" : ": until its owner resets the lockout" } ?? "")
+        case .tpmPCRsChanged(let pcrs):
+            "the boot state changed since the keys were sealed (PCR \(PCRSelection(mask: pcrs.reduce(0) { $0 | 1 << UInt32($1) })) differs): the TPM will not unseal them"
+        case .pinRequired: "the private keys are sealed by the TPM with a PIN and none was given"
+        case .invalidPIN(let detail): "invalid PIN: \(detail)"
+        case .invalidPCRs(let detail): "invalid PCR list \(detail)"
+        case .tpmOwnerPassword: "the TPM's owner hierarchy has a password, and vault makes its storage key there without one"
+        case .tpm(let detail): "the TPM failed: \(detail)"
         case .ownCard: "this is your own key card"
         case .duplicatePeerKey(let label): "this key is already trusted, as peer \(quoted(label))"
         case .duplicatePeerLabel(let label): "a peer named \(quoted(label)) already exists"

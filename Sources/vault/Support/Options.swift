@@ -15,14 +15,19 @@ struct HomeOption: ParsableArguments {
     func openKeystore() throws -> Keystore { try Keystore.open(home: vaultHome) }
 }
 
-/// `--passphrase-file`, for commands that open the private keys.
+/// `--passphrase-file` and `--pin-file`, for commands that open the private keys.
 struct PassphraseOption: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp(
         "Read the keystore passphrase from the first line of this file instead of the terminal.",
         valueName: "file"))
     var passphraseFile: String?
 
-    /// The passphrase for `info`'s keys: nil when they are not protected.
+    @Option(name: .long, help: ArgumentHelp(
+        "Read the TPM PIN from the first line of this file instead of the terminal (keys sealed by the TPM with a PIN).",
+        valueName: "file"))
+    var pinFile: String?
+
+    /// The passphrase for `info`'s keys: nil when they are not protected by one.
     func passphrase(for info: IdentityInfo) throws -> SecureBytes? {
         guard info.isPassphraseProtected else { return nil }
         if let passphraseFile { return try PassphraseFile.read(passphraseFile) }
@@ -33,25 +38,57 @@ struct PassphraseOption: ParsableArguments {
         }
     }
 
+    /// The TPM PIN for `info`'s keys: nil when they need none.
+    func pin(for info: IdentityInfo) throws -> SecureBytes? {
+        guard info.needsPIN else { return nil }
+        if let pinFile { return try PassphraseFile.read(pinFile) }
+        do {
+            return try Terminal.passphrase(prompt: "TPM PIN for \(info.label): ")
+        } catch CLIError.noTerminal {
+            throw VaultError.pinRequired
+        }
+    }
+
     /// Opens the private keys, asking for the passphrase when they are protected.
     func unlock(_ keystore: Keystore) throws -> Identity {
         try open(keystore).identity
     }
 
-    /// Opens the private keys, and returns the passphrase that opened them (nil when they
-    /// are not protected). On the terminal a wrong passphrase is asked again, up to
+    /// What opened the keys: the identity, and the passphrase and PIN given (nil when not
+    /// needed), for a command that seals the keys again.
+    struct Opened {
+        let identity: Identity
+        let passphrase: SecureBytes?
+        let pin: SecureBytes?
+    }
+
+    /// Opens the private keys: the PIN first when the TPM seals them, then the passphrase.
+    /// On the terminal a wrong passphrase or PIN is asked again, up to
     /// ``PassphraseRules/tries`` times in all, as sudo does: a typing slip should not cost
-    /// the whole command. From a file it is tried once.
-    func open(_ keystore: Keystore) throws -> (identity: Identity, passphrase: SecureBytes?) {
+    /// the whole command. From a file each is tried once. A wrong PIN is asked again only
+    /// while the TPM has tries left, and says how many: each one counts toward its lockout.
+    func open(_ keystore: Keystore) throws -> Opened {
         let info = try keystore.identityInfo()
-        let fromTerminal = info.isPassphraseProtected && passphraseFile == nil
+        let selection = info.protection.tpm == nil ? nil : try TPMSelection.fromEnvironment()
+        var pin: SecureBytes?, passphrase: SecureBytes?
         for attempt in 1...PassphraseRules.tries {
-            let passphrase = try passphrase(for: info)
+            if pin == nil { pin = try self.pin(for: info) }
+            if passphrase == nil { passphrase = try self.passphrase(for: info) }
             do {
-                return (try keystore.unlock(passphrase: passphrase), passphrase)
+                let identity = try keystore.unlock(UnlockFactors(passphrase: passphrase, pin: pin, tpm: selection))
+                return Opened(identity: identity, passphrase: passphrase, pin: pin)
             } catch {
-                guard error == .wrongPassphrase, fromTerminal, attempt < PassphraseRules.tries else { throw error }
-                Terminal.tell("Wrong passphrase; try again.")
+                guard attempt < PassphraseRules.tries else { throw error }
+                switch error {
+                case .wrongPassphrase where info.isPassphraseProtected && passphraseFile == nil:
+                    Terminal.tell("Wrong passphrase; try again.")
+                    passphrase = nil
+                case .wrongPIN(let left, _) where info.needsPIN && pinFile == nil && left != 0:
+                    Terminal.tell("Wrong PIN" + (left.map { " (\($0) tr\($0 == 1 ? "y" : "ies") left before the TPM locks out)" } ?? "") + "; try again.")
+                    pin = nil
+                default:
+                    throw error
+                }
             }
         }
         throw VaultError.wrongPassphrase

@@ -142,6 +142,24 @@ enum Report {
             "one serve answers for a keystore: stop that one first, or use it ('vault requests', 'vault unlock')"
         case .passphraseRequired:
             "enter it on a terminal, or pass --passphrase-file FILE"
+        case .pinRequired:
+            "enter it on a terminal, or pass --pin-file FILE"
+        case .tpmLibraryMissing:
+            "install tpm2-tss: apt install libtss2-esys-3.0.2-0 libtss2-tctildr0 (Debian 12)"
+        case .noTPM:
+            "this machine has no TPM 2.0, or it is turned off in the firmware settings; \(TPMSelection.environmentVariable) names another (Docs/CLI.md, 'Keys bound to this machine')"
+        case .tpmAccessDenied:
+            "the TPM belongs to the group tss: 'sudo usermod -aG tss $USER', then log in again"
+        case .tpmOtherMachine:
+            "keys sealed by a TPM open only on the machine that sealed them: on this one, run 'vault init' in a new home and recover your secrets through their holders"
+        case .wrongPIN(let left, _) where left == 0:
+            "wait, then try again; every wrong PIN counts, and the TPM forgets them one at a time"
+        case .tpmLockedOut:
+            "wait, then try again; whoever holds the TPM's lockout authorization can reset it ('tpm2_dictionarylockout --clear-lockout')"
+        case .tpmPCRsChanged:
+            "after an expected update (firmware, Secure Boot, boot loader), these keys are lost: make a new identity and recover your secrets through their holders (Docs/SECURITY.md, 'Keys bound to this machine'); otherwise find out who changed how this machine boots"
+        case .tpmOwnerPassword:
+            "clear the owner hierarchy's password, or use a TPM without one"
         case .invalidCard(let defect), .notAKeyCard(_, let defect):
             switch defect {
             case .unknownVersion: "this card comes from a newer vault; upgrade vault to import it"

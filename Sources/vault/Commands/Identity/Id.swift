@@ -55,12 +55,14 @@ struct Id: ParsableCommand {
         case .base64?: print(Data(info.card.encoded).base64EncodedString())
         case .json?:
             try printJSON(CardJSON(label: info.label.value, card: info.card.text, fingerprint: info.card.fingerprint,
-                                   agreementKey: info.card.agreementKey.hex, signingKey: info.card.signingKey.hex))
+                                   agreementKey: info.card.agreementKey.hex, signingKey: info.card.signingKey.hex,
+                                   protection: info.protection))
         case nil where qr: print(qrText, terminator: "")
         case nil:
             print("label        \(info.label)")
             print("card         \(offer.text)")
             print("fingerprint  \(info.card.fingerprint)")
+            print("keys         \(info.protection)")
             print()
             print(qrText, terminator: "")
         }
@@ -73,4 +75,16 @@ struct CardJSON: Encodable {
     let fingerprint: String
     let agreementKey: String
     let signingKey: String
+    /// How the private keys are protected (not part of the card: whoever imports it never
+    /// sees this): "none", "passphrase", "tpm" or "tpm+passphrase", and in words. Strings,
+    /// as every other value here.
+    let protection: String
+    let keys: String
+
+    init(label: String, card: String, fingerprint: String, agreementKey: String, signingKey: String, protection: KeyProtection) {
+        (self.label, self.card, self.fingerprint, self.agreementKey, self.signingKey) = (label, card, fingerprint, agreementKey, signingKey)
+        self.protection = protection.tpm == nil ? (protection.passphrase == nil ? "none" : "passphrase")
+            : (protection.passphrase == nil ? "tpm" : "tpm+passphrase")
+        keys = protection.description
+    }
 }

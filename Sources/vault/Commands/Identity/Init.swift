@@ -8,7 +8,13 @@ struct Init: ParsableCommand {
         discussion: """
             The private keys are protected by a passphrase, asked twice on the terminal (or read \
             with --passphrase-file). --no-passphrase stores them unprotected: whoever copies the \
-            keystore can then act as you, and collect what your peers release to you.
+            keystore can then act as you, and collect what your peers release to you. \
+            --tpm seals them by this machine's TPM 2.0 instead (VAULT_TPM names another than \
+            /dev/tpmrm0): a copy of the keystore opens on no other machine. A PIN is asked \
+            twice (--pin-file reads it, --no-pin goes without); the TPM checks it and locks out \
+            after a few wrong ones. A passphrase is then needed as well only with --passphrase \
+            or --passphrase-file. --tpm-pcrs binds the keys to the boot state: see 'Keys bound \
+            to this machine' in Docs/CLI.md before using it.
             """)
 
     @OptionGroup var home: HomeOption
@@ -16,7 +22,7 @@ struct Init: ParsableCommand {
     @Option(help: ArgumentHelp("The identity's label (default: user@hostname).", valueName: "name"))
     var label: String?
 
-    @Flag(help: "Protect the private keys with a passphrase, asked twice on the terminal (the default).")
+    @Flag(help: "Protect the private keys with a passphrase, asked twice on the terminal (the default; with --tpm, needed as well as the TPM).")
     var passphrase = false
 
     @Flag(help: "Store the private keys without a passphrase (not recommended).")
@@ -27,6 +33,20 @@ struct Init: ParsableCommand {
     var passphraseFile: String?
 
     @OptionGroup var scrypt: ScryptOption
+
+    @Flag(help: "Seal the private keys by this machine's TPM 2.0: a copy of the keystore opens on no other machine.")
+    var tpm = false
+
+    @Option(help: ArgumentHelp("With --tpm: read the PIN from the first line of this file.", valueName: "file"))
+    var pinFile: String?
+
+    @Flag(help: "With --tpm: seal without a PIN (whoever runs programs as you on this machine can then use the keys).")
+    var noPin = false
+
+    @Option(name: .customLong("tpm-pcrs"), help: ArgumentHelp(
+        "With --tpm: unseal only while these SHA-256 PCRs keep their values (e.g. 7, or 0,2,7); a firmware or boot change then locks the keys for good.",
+        valueName: "list"))
+    var tpmPCRs: String?
 
     @Flag(help: "Replace an existing identity. Peers stay trusted; they must import the new card.")
     var force = false
@@ -41,6 +61,14 @@ struct Init: ParsableCommand {
         if scrypt.n != nil && noPassphrase {
             throw ValidationError("--scrypt-n needs a passphrase")
         }
+        if !tpm && (pinFile != nil || noPin || tpmPCRs != nil) {
+            throw ValidationError("--pin-file, --no-pin and --tpm-pcrs go with --tpm")
+        }
+        if noPin && pinFile != nil { throw ValidationError("--no-pin excludes --pin-file") }
+        _ = try NewPIN.validated(tpmPCRs)
+        if tpm && scrypt.n != nil && !passphrase && passphraseFile == nil {
+            throw ValidationError("--scrypt-n needs a passphrase: with --tpm, add --passphrase or --passphrase-file")
+        }
     }
 
     func run() throws {
@@ -48,23 +76,33 @@ struct Init: ParsableCommand {
         let parameters = try scrypt.parameters()
         // Unprotected keys turn a copied keystore into this identity, so a passphrase is the
         // default and going without one is an explicit, warned choice.
+        // With the TPM, the PIN comes first, and a passphrase only when asked for.
+        var sealing: TPMSealing?
+        if tpm {
+            let selection = try TPMSelection.fromEnvironment()
+            let pcrs = try NewPIN.pcrs(tpmPCRs)
+            sealing = TPMSealing(selection: selection, pin: noPin ? nil : try NewPIN.read(file: pinFile), pcrs: pcrs)
+        }
         let secret: SecureBytes? = if let passphraseFile {
             try PassphraseFile.read(passphraseFile)
-        } else if noPassphrase {
+        } else if noPassphrase || (tpm && !passphrase) {
             nil
         } else {
             try newPassphrase()
         }
         if let passphraseFile, let secret { PassphraseRules.warnIfShort(secret, from: passphraseFile, guarding: PassphraseRules.keystore) }
-        if noPassphrase {
+        if noPassphrase && !tpm {
             Terminal.standardError("vault: warning: the private keys are stored without a passphrase; "
                 + "anyone who copies \(home.vaultHome.keystorePath) can act as you ('vault passphrase' adds one)")
         }
+        if tpm && noPin && secret == nil { NewPIN.warnWithoutPIN() }
         let keystore = try Keystore.create(
-            home: home.vaultHome, label: label, passphrase: secret, scrypt: parameters, force: force)
+            home: home.vaultHome, label: label, protection: NewKeyProtection(passphrase: secret, scrypt: parameters, tpm: sealing),
+            force: force)
         let info = try keystore.identityInfo()
         Terminal.standardError("created identity '\(info.label)' in \(keystore.home.keystorePath)")
         Terminal.standardError("fingerprint \(info.card.fingerprint)")
+        if tpm { Terminal.standardError("private keys \(info.protection)") }
     }
 
     private func newPassphrase() throws -> SecureBytes {

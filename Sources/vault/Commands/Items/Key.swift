@@ -48,6 +48,7 @@ struct KeyCreate: AsyncParsableCommand {
         var arguments = ["--type", "key", "--name", name, "--to", to, "--threshold", String(threshold), "--description", description]
         if let home = home.home { arguments += ["--home", home] }
         if let file = keys.passphraseFile { arguments += ["--passphrase-file", file] }
+        if let file = keys.pinFile { arguments += ["--pin-file", file] }
         if let outDir { arguments += ["--out-dir", outDir] }
         arguments += reach.peers.flatMap { ["--peer", $0] }
         let share = try Share.parse(arguments)

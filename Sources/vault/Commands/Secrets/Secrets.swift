@@ -110,6 +110,7 @@ struct SecretsShow: ParsableCommand {
         print("description  \(info.description.isEmpty ? "-" : TerminalText.escaped(info.description))")
         print("threshold    \(info.threshold) of \(info.count)")
         print("your index   \(info.index) (\(info.role))")
+        if let protection = info.keyProtection { print("your keys    \(protection)") }
         print("dealer       \(info.dealerText)")
         print("password     \(info.passwordLayer ? "yes" : "no")")
         print("size         \(info.ciphertextBytes) bytes of ciphertext")
@@ -205,6 +206,8 @@ struct SecretJSON: Encodable {
     let keyID: String?
     let autoRelease: [String]
     let releases: [Release]
+    /// How the private keys that open your share are protected (`vault secrets show`).
+    var keyProtection: String?
 
     /// Who dealt it: yourself, a trusted peer by its label, or a card not trusted here.
     struct Dealer: Encodable {
@@ -236,6 +239,7 @@ struct SecretJSON: Encodable {
                       .map { "\($0.peer.label)" + ($0.everySecret ? " (every secret)" : "") },
                   releases: try keystore.releaseRecord(secretID: secret.header.secretID)
                       .map { Release(peer: $0.peerLabel, index: $0.requester, at: $0.at, decision: $0.decision.rawValue) })
+        keyProtection = try keystore.identityInfo().protection.description
     }
 
     init(_ secret: StoredSecret, peers: [Peer], deliveries: [ShareDelivery] = [], autoRelease: [String] = [], releases: [Release] = []) {
