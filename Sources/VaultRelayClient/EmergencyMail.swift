@@ -57,6 +57,7 @@ public enum EmergencyMail {
     /// Left on the relays until it expires, so that every machine of the dealer sees it.
     public static func tellDealers(keystore: Keystore, identity: Identity, report: inout HolderReport) async {
         do {
+            try keystore.forgetOldEmergencyDecisions()
             for request in try keystore.emergencyNoticesDue() {
                 guard let state = request.notice, let asked = request.pieceRequest, let releaseAt = request.releaseAt,
                       let dealer = try keystore.peers().first(where: { $0.card == asked.dealer }),

@@ -103,7 +103,7 @@ extension Keystore {
     }
 
     /// Forgets dealer decisions past their time.
-    func forgetOldEmergencyDecisions(now: Date = Date()) throws(VaultError) {
+    public func forgetOldEmergencyDecisions(now: Date = Date()) throws(VaultError) {
         try write { db in
             try db.execute(sql: "DELETE FROM emergency_decision WHERE keep_until <= ?", arguments: [Int64(now.timeIntervalSince1970)])
         }

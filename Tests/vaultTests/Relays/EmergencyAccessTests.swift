@@ -6,20 +6,20 @@ import Testing
 import VaultTestSupport
 
 extension HoldersWorld {
-    /// Alice shares `note` ('passport') 2 of 3 with bob and carol, naming dave for emergency
-    /// access after `wait`; each holder keeps its share and takes the role or declines it
-    /// (`takes`), without a serve (`vault receive`, `vault approve|deny`).
-    func shareWithEmergency(_ note: String, wait: String, takes: [String: Bool] = ["bob": true, "carol": true]) throws -> String {
-        let shared = try self["alice"].vault.run(["share", "-", "--to", "bob,carol", "-k", "2", "--description", "passport",
+    /// Alice shares `note` ('passport') 2 of n with `holders` (bob and carol), naming dave for
+    /// emergency access after `wait`; each holder keeps its share and takes the role, or
+    /// declines it (`takes` false), without a serve (`vault receive`, `vault approve|deny`).
+    func shareWithEmergency(_ note: String, wait: String, holders: [String] = ["bob", "carol"], takes: [String: Bool] = [:]) throws -> String {
+        let shared = try self["alice"].vault.run(["share", "-", "--to", holders.joined(separator: ","), "-k", "2", "--description", "passport",
                                                   "--emergency", "dave:\(wait)"], stdin: Array(note.utf8))
         #expect(shared.status == 0, "\(shared.stderr)")
         #expect(shared.stderr.contains("'dave' may recover it"), "\(shared.stderr)")
         #expect(shared.stderr.contains("bob: emergency rule sent through the relays of friends (3 of 3 stored it)"), "\(shared.stderr)")
         let id = shared.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        for holder in ["bob", "carol"] {
+        for holder in holders {
             try self[holder].ok("approve", try request(at: holder, containing: "'alice' offers you share"))
             let role = try request(at: holder, containing: "alice names dave for emergency access to 'passport'")
-            try self[holder].ok(takes[holder]! ? "approve" : "deny", role)
+            try self[holder].ok(takes[holder] ?? true ? "approve" : "deny", role)
         }
         return id
     }
@@ -39,9 +39,9 @@ extension HoldersWorld {
     /// Alice's card, as `--dealer` takes it.
     func aliceCard() throws -> String { String(try self["alice"].card().split(separator: "#")[0]) }
 
-    /// Dave asks bob and carol through the relays for the secret he holds no share of.
-    func daveRecovers(_ id: String, _ extra: [String] = []) throws -> ProcessResult {
-        try self["dave"].vault.run(["recover", id, "--dealer", try aliceCard(), "--from", "bob,carol"] + extra)
+    /// Dave asks `holders` through the relays for the secret he holds no share of.
+    func daveRecovers(_ id: String, _ extra: [String] = [], from holders: [String] = ["bob", "carol"]) throws -> ProcessResult {
+        try self["dave"].vault.run(["recover", id, "--dealer", try aliceCard(), "--from", holders.joined(separator: ",")] + extra)
     }
 
     /// Makes the relays drop every holder message from `sender` to `recipient` stored from
@@ -157,6 +157,36 @@ extension HoldersWorld {
         #expect(!again.stdout.contains("passport 123"))
         // The machine that did not deny learns it too.
         try w.serves["alice"]!.waitFor("cancelled dave's emergency request \(request), as you denied")
+    }
+
+    /// Alice approves at once: the holders release without waiting out the hour, and dave
+    /// recovers; erin, who took the role too, refuses the request herself, and her refusal
+    /// stands whatever the dealer says.
+    @Test func theDealerApprovesAtOnceAndAHolderStillRefuses() throws {
+        let w = try HoldersWorld(["alice", "bob", "carol", "dave", "erin"])
+        let holders = ["bob", "carol", "erin"]
+        let id = try w.shareWithEmergency("passport 123", wait: "1h", holders: holders)
+        for holder in holders { try w.serve(holder) }
+        #expect(try w.daveRecovers(id, ["--ttl", "2h"], from: holders).status == 75)
+        for holder in holders { try w.serves[holder]!.waitFor("emergency request [0-9a-f]{8}: dave asks") }
+        let erins = try w.request(at: "erin", containing: "dave asks for emergency access")
+        let early = try w["erin"].vault.run("approve", erins)
+        #expect(early.status == 1 && early.stderr.contains("only alice, the secret's dealer, can end the wait early"), "\(early.stderr)")
+        try w["erin"].ok("deny", erins)
+
+        let request = try w.request(at: "alice", containing: "dave asks for emergency access")
+        let approved = try w["alice"].vault.run("approve", request)
+        #expect(approved.stderr.contains("approved dave's emergency access to 'passport' (request \(request)): every holder is told to release now"),
+                "\(approved.stderr)")
+        let recovered = try w.daveRecovers(id, ["--wait", "--timeout", "60"], from: holders)
+        #expect(recovered.status == 0, "\(recovered.stderr)")
+        #expect(recovered.stdout == "passport 123")
+        #expect(recovered.stderr.contains("erin: denied (asked before)") || recovered.stderr.contains("erin: denied\n"), "\(recovered.stderr)")
+        for holder in ["bob", "carol"] {
+            #expect(try w[holder].ok("secrets", "show", id).contains("dave (index 0)  approved by the dealer"))
+        }
+        let erin = try w["erin"].ok("secrets", "show", id)
+        #expect(erin.contains("dave (index 0)  denied") && !erin.contains("dave (index 0)  approved by the dealer"), "\(erin)")
     }
 
     /// Carol declines the role: only bob releases when the wait ends, and one piece is not
