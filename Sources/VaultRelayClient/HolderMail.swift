@@ -291,7 +291,10 @@ public enum HolderMail {
                     await answer(taken, keystore: keystore, identity: identity, report: &report)
                     report.events.append(.releasedAutomatically(to: who, secret: request.secretID.hex))
                 case .emergency(let taken):
-                    if let described = ConsentQueue.describe(taken, keystore: keystore) { report.events.append(.emergencyWait(described)) }
+                    // (A decision of the dealer's that came first settled it already: answered below.)
+                    if taken.state == .waiting, let described = ConsentQueue.describe(taken, keystore: keystore) {
+                        report.events.append(.emergencyWait(described))
+                    }
                     // The requester learns when it releases, and the dealer is told at once.
                     await answer(taken, keystore: keystore, identity: identity, report: &report)
                     await EmergencyMail.tellDealers(keystore: keystore, identity: identity, report: &report)
@@ -303,16 +306,17 @@ public enum HolderMail {
             case .emergencyDecision(let decision):
                 try await EmergencyMail.received(decision, from: sender, keystore: keystore, identity: identity, report: &report)
             case .roleAnswer(let secretID, let issued, let state):
-                // Left on the relays for the dealer's other machines, which show it too.
-                try keystore.keepUnconfirmed(message: header.messageID, until: header.expiresAt)
                 if let (label, role) = try EmergencyDesk.take(roleAnswer: secretID, issued: issued, state: state, from: sender.card,
                                                              keystore: keystore, identity: identity) {
+                    // Left on the relays for the dealer's other machines, which show it too.
+                    try keystore.keepUnconfirmed(message: header.messageID, until: header.expiresAt)
                     report.events.append(.answer(.role(label: label, state: role)))
                 }
             case .emergencyNotice(let notice):
-                // Left on the relays: every machine of the dealer must see it, to deny it.
-                try keystore.keepUnconfirmed(message: header.messageID, until: header.expiresAt)
+                // Checked first: what no machine of this identity would take is confirmed away.
                 if let news = try EmergencyDesk.take(notice: notice, from: sender.card, keystore: keystore, identity: identity) {
+                    // Left on the relays: every machine of the dealer must see it, to deny it.
+                    try keystore.keepUnconfirmed(message: header.messageID, until: header.expiresAt)
                     report.events.append(.answer(.emergency(news)))
                 }
             case .pieceAnswer(let nonce, let outcome, let prefix):
