@@ -18,6 +18,18 @@ public struct HolderReport: Sendable {
         case answer(RecoveryDesk.Taken)
         /// The answer to a decided request went out.
         case answered(to: String, what: String)
+        /// A trustee's emergency request started its wait here (nobody is asked: it is
+        /// released when the wait ends, unless the dealer or this holder's person denies it).
+        case emergencyWait(ReleaseApprovals.Request)
+        /// A dealer's emergency rule was taken without asking (the role already taken with
+        /// the same trustee, or the rule turned off), or refused on a check.
+        case ruleTaken(from: String, secret: String, state: HolderRecord.RoleState)
+        case refusedRule(from: String, reason: String)
+        /// A dealer's decision arrived: it denied (or approved) `trustee`'s emergency access,
+        /// deciding this many requests waiting here.
+        case dealerDecision(from: String, trustee: String, approves: Bool, decided: Int)
+        /// This dealer's decision was stored on the relays for a holder.
+        case decisionSent(to: String, trustee: String, approves: Bool)
     }
 
     public var events: [Event] = []
@@ -101,6 +113,10 @@ public enum HolderMail {
         for request in decided {
             await answer(request, keystore: keystore, identity: identity, report: &report)
         }
+        // Emergency access: what the dealers of shares held here should know, and the
+        // decisions this identity made as a dealer.
+        await EmergencyMail.tellDealers(keystore: keystore, identity: identity, report: &report)
+        await EmergencyMail.sendDecisions(keystore: keystore, identity: identity, report: &report)
         for path in (try? keystore.forgetExpiredHolderRequests()) ?? [] { unlink(path) }
         // Answers kept for a request now forgotten are of no more use.
         let answers = keystore.home.directory + "/answers"
@@ -117,14 +133,22 @@ public enum HolderMail {
     /// release made, and logged, once): when the relays cannot take it now, the next run
     /// sends the same answer again instead of releasing anew.
     static func answer(_ request: HolderRequest, keystore: Keystore, identity: Identity, report: inout HolderReport) async {
-        let what = request.kind == .piece ? "piece request \(request.id)" : "share offer \(request.id)"
+        let what = switch request.kind {
+        case .piece: request.emergency == nil ? "piece request \(request.id)" : "emergency request \(request.id)"
+        case .share: "share offer \(request.id)"
+        case .role: "emergency rule (request \(request.id))"
+        }
         let decided = request.state != .waiting
         do {
             // Claimed first: a piece goes out once, whoever else answers meanwhile.
             if decided { guard try keystore.claimAnswer(request) else { return } }
-            guard let group = try keystore.group(id: request.groupID),
-                  let peer = try keystore.peers().first(where: { $0.card.agreementKey == request.peerKey }) else {
+            guard let peer = try keystore.peers().first(where: { $0.card.agreementKey == request.peerKey }),
+                  let group = try request.groupID.isEmpty
+                    // A role offered over the LAN is answered through a group shared with its dealer, if any.
+                    ? (decided ? sharedGroup(with: peer.card, keystore: keystore, identity: identity) : nil)
+                    : keystore.group(id: request.groupID) else {
                 // The group or the peer is gone: nobody to answer, and nothing released.
+                if decided, request.groupID.isEmpty { try? HolderDesk.answer(request, keystore: keystore, identity: identity) { _ in } }
                 return
             }
             let answers = keystore.home.directory + "/answers"
@@ -183,7 +207,7 @@ public enum HolderMail {
                 for id in order {
                     let relays = listed[id]!
                     if try keystore.hasReceived(message: id) {
-                        await Messenger.confirm(id, in: group, on: relays.map { connections[$0] })
+                        if try !keystore.isKeptUnconfirmed(message: id) { await Messenger.confirm(id, in: group, on: relays.map { connections[$0] }) }
                         continue
                     }
                     for j in relays {
@@ -193,7 +217,7 @@ public enum HolderMail {
                                 objectsOnly: true, holderOnly: true) else { break }
                             defer { unlink(path) }
                             if await received(message, path: path, in: group, keystore: keystore, identity: identity, spool: spool,
-                                              report: &report.holders) {
+                                              report: &report.holders), try !keystore.isKeptUnconfirmed(message: id) {
                                 await Messenger.confirm(id, in: group, on: relays.map { connections[$0] })
                             }
                             break
@@ -248,7 +272,7 @@ public enum HolderMail {
                     _ = try await send(to: sender.card, in: group, lifetime: offerLifetime, keystore: keystore, identity: identity) { emit in
                         try HolderDesk.shareRefused(secretID: secretID, holder: index, emit: emit)
                     }
-                case .refused, .automatic, .duplicate:
+                case .refused, .automatic, .emergency, .duplicate:
                     break
                 }
             case .pieceRequest(let request):
@@ -266,8 +290,34 @@ public enum HolderMail {
                 case .automatic(let taken):
                     await answer(taken, keystore: keystore, identity: identity, report: &report)
                     report.events.append(.releasedAutomatically(to: who, secret: request.secretID.hex))
+                case .emergency(let taken):
+                    // (A decision of the dealer's that came first settled it already: answered below.)
+                    if taken.state == .waiting, let described = ConsentQueue.describe(taken, keystore: keystore) {
+                        report.events.append(.emergencyWait(described))
+                    }
+                    // The requester learns when it releases, and the dealer is told at once.
+                    await answer(taken, keystore: keystore, identity: identity, report: &report)
+                    await EmergencyMail.tellDealers(keystore: keystore, identity: identity, report: &report)
                 case .refusedShare, .duplicate:
                     break
+                }
+            case .emergencyRule(let rule):
+                try await EmergencyMail.received(rule, from: sender, in: group, keystore: keystore, identity: identity, report: &report)
+            case .emergencyDecision(let decision):
+                try await EmergencyMail.received(decision, from: sender, keystore: keystore, identity: identity, report: &report)
+            case .roleAnswer(let secretID, let issued, let state):
+                if let (label, role) = try EmergencyDesk.take(roleAnswer: secretID, issued: issued, state: state, from: sender.card,
+                                                             keystore: keystore, identity: identity) {
+                    // Left on the relays for the dealer's other machines, which show it too.
+                    try keystore.keepUnconfirmed(message: header.messageID, until: header.expiresAt)
+                    report.events.append(.answer(.role(label: label, state: role)))
+                }
+            case .emergencyNotice(let notice):
+                // Checked first: what no machine of this identity would take is confirmed away.
+                if let news = try EmergencyDesk.take(notice: notice, from: sender.card, keystore: keystore, identity: identity) {
+                    // Left on the relays: every machine of the dealer must see it, to deny it.
+                    try keystore.keepUnconfirmed(message: header.messageID, until: header.expiresAt)
+                    report.events.append(.answer(.emergency(news)))
                 }
             case .pieceAnswer(let nonce, let outcome, let prefix):
                 report.events.append(.answer(try RecoveryDesk.take(answer: nonce, outcome: outcome, prefix: prefix,
@@ -296,11 +346,12 @@ public enum HolderMail {
     }
 
     /// Writes one holder message to `recipient` (its record through `write`) and stores it
-    /// whole on every relay of `group`; returns how many stored it.
-    static func send(to recipient: KeyCard, in group: GroupRecord, lifetime: UInt64, keystore: Keystore, identity: Identity,
+    /// whole on every relay of `group`; returns how many stored it. `kept`: the relays keep
+    /// it until it expires, confirmed or not (for the recipient's other machines).
+    static func send(to recipient: KeyCard, in group: GroupRecord, lifetime: UInt64, kept: Bool = false, keystore: Keystore, identity: Identity,
                      write: @escaping ((UnsafeRawBufferPointer) throws -> Void) throws -> Void) async throws -> Int {
         let request = ObjectMessage.Request(groupID: group.id, kind: .holder, keyID: [UInt8](repeating: 0, count: 16), recipients: [recipient],
-                                            lifetime: lifetime, deleteWhenConfirmed: true)
+                                            lifetime: lifetime, deleteWhenConfirmed: !kept)
         return try await ObjectSync.send(request, group: group, keystore: keystore, identity: identity, entries: write)
     }
 }

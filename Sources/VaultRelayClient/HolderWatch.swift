@@ -3,7 +3,8 @@ import VaultCore
 
 /// `vault serve`'s watch over the relays of the user's groups: it takes share offers, piece
 /// requests and answers as they arrive, and sends the answers of requests decided here, so
-/// that nobody has to run `vault receive` for a friend's request to reach its person.
+/// that nobody has to run `vault receive` for a friend's request to reach its person. An
+/// emergency wait that ends here is released when it ends, by this machine's clock.
 ///
 /// It waits on the relays (waiting lists, Docs/RELAY.md), which answer as soon as something
 /// arrives for this identity, and is woken at once when a request is decided here.
@@ -32,12 +33,19 @@ public final class HolderWatch: @unchecked Sendable {
             var pass = await HolderMail.collect(keystore: keystore, identity: identity, groups: groups)
             await HolderMail.answerDecided(keystore: keystore, identity: identity, report: &pass)
             if !pass.isEmpty { report(pass) }
-            // Until something arrives for this identity on any relay of its groups, or a
-            // decision here needs sending.
+            // Until something arrives for this identity on any relay of its groups, a
+            // decision here needs sending, or an emergency wait here ends.
+            let release = try? keystore.nextEmergencyRelease()
             await withTaskGroup(of: Void.self) { waiting in
                 let identity = identity
                 waiting.addTask { await RelayMail.waitForMail(groups: groups, identity: identity, after: cursors) }
                 waiting.addTask { [wakeup] in await wakeup.wait() }
+                if let release {
+                    waiting.addTask {
+                        let seconds = max(0, release.timeIntervalSinceNow)
+                        try? await Task.sleep(nanoseconds: UInt64(min(seconds, 86_400) * 1e9))
+                    }
+                }
                 _ = await waiting.next()
                 waiting.cancelAll()
             }

@@ -276,7 +276,8 @@ public enum Messenger {
             for id in order {
                 let relays = listed[id]!
                 if try keystore.hasReceived(message: id) {
-                    await confirm(id, in: group, on: relays.map { connections[$0] })
+                    // Left for this identity's other machines (HolderMail's emergency notices).
+                    if try !keystore.isKeptUnconfirmed(message: id) { await confirm(id, in: group, on: relays.map { connections[$0] }) }
                     continue
                 }
                 var shares: [ReceivedShare] = []
@@ -311,7 +312,7 @@ public enum Messenger {
                                                     spool: spool, report: &report.holders)
                         : await ObjectSync.received(object.message, path: object.path, in: group, keystore: keystore, identity: identity,
                                                     spool: spool, report: &report)
-                    if done {
+                    if done, try !keystore.isKeptUnconfirmed(message: id) {
                         await confirm(id, in: group, on: relays.map { connections[$0] })
                     }
                     continue

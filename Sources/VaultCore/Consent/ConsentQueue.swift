@@ -11,7 +11,7 @@ public final class ConsentQueue: @unchecked Sendable {
     public let lan: ReleaseApprovals
     private let keystore: Keystore
     private let lock = NSLock()
-    private var relayDecided: @Sendable (HolderRequest) -> Void = { _ in }
+    private var relayDecided: @Sendable () -> Void = {}
     private let onNew: @Sendable (ReleaseApprovals.Request) -> Void
 
     /// A queue over `keystore`'s requests through relays and `lan`'s; `onNew` hears of each
@@ -22,27 +22,37 @@ public final class ConsentQueue: @unchecked Sendable {
         self.onNew = onNew
     }
 
-    /// Who answers a request through relays once it is decided (serve's relay watcher).
-    public func onRelayDecision(_ body: @escaping @Sendable (HolderRequest) -> Void) {
+    /// Who answers a request through relays once it is decided, or sends a dealer's
+    /// decision (serve's relay watcher).
+    public func onRelayDecision(_ body: @escaping @Sendable () -> Void) {
         lock.withLock { relayDecided = body }
     }
 
-    /// Every request waiting for an answer, oldest first.
+    /// Every request waiting for an answer, oldest first: and, for a dealer, the emergency
+    /// requests its holders told of that it may still deny.
     public func waiting(now: Date = Date()) -> [ReleaseApprovals.Request] {
         let relayed = ((try? keystore.holderRequests([.waiting], now: now)) ?? []).compactMap { Self.describe($0, keystore: keystore) }
-        return (lan.waiting(now: now) + relayed).sorted { $0.asked < $1.asked }
+        let watched = ((try? keystore.emergencyWatches()) ?? []).filter(\.isOpen).compactMap { Self.describe($0, keystore: keystore) }
+        return (lan.waiting(now: now) + relayed + watched).sorted { $0.asked < $1.asked }
     }
 
     /// Approves or denies the waiting request whose id starts with `prefix`.
-    /// The prefix must match one request of both queues together: one that matches a LAN
-    /// request and a relay request decides neither.
+    /// The prefix must match one request of the queues together: one that matches a LAN
+    /// request and a relay request decides neither. For a dealer's emergency request,
+    /// denying cancels it at every holder, approving ends the waits.
     public func decide(_ prefix: String, approve: Bool, now: Date = Date()) -> ReleaseApprovals.Request? {
         let key = prefix.lowercased()
         let relayed = ((try? keystore.holderRequests([.waiting], now: now)) ?? []).contains { $0.id.hasPrefix(key) }
-        if !relayed, let decided = lan.decide(prefix, approve: approve, now: now) { return decided }
+        let watched = ((try? keystore.emergencyWatches()) ?? []).contains { $0.isOpen && $0.id.hasPrefix(key) }
+        if !relayed && !watched, let decided = lan.decide(prefix, approve: approve, now: now) { return decided }
         let onLAN = { self.lan.waiting(now: now).contains { $0.id.hasPrefix(key) } }
+        if watched {
+            guard !relayed, let decided = try? keystore.decideEmergencyWatch(prefix, approve: approve, unless: onLAN, now: now) else { return nil }
+            lock.withLock { relayDecided }()
+            return Self.describe(decided, keystore: keystore, open: true)
+        }
         guard let decided = try? keystore.decideHolderRequest(prefix, approve: approve, unless: onLAN, now: now) else { return nil }
-        lock.withLock { relayDecided }(decided)
+        lock.withLock { relayDecided }()
         return Self.describe(decided, keystore: keystore)
     }
 
@@ -59,30 +69,70 @@ public final class ConsentQueue: @unchecked Sendable {
     /// A request through relays as its person sees it: who asks for what, as for one over
     /// the LAN. Nil when what it is about is gone (the share was removed meanwhile).
     public static func describe(_ request: HolderRequest, keystore: Keystore) -> ReleaseApprovals.Request? {
-        let group = (try? keystore.group(id: request.groupID))?.name.value ?? String(request.groupID.hex.prefix(8))
-        switch request.kind {
-        case .piece:
-            guard let asked = request.pieceRequest,
-                  let secret = try? keystore.secrets().first(where: { $0.header.rowID == request.secretRow ?? [] }) else { return nil }
-            let header = secret.header
+        let group = request.groupID.isEmpty ? nil : (try? keystore.group(id: request.groupID))?.name.value ?? String(request.groupID.hex.prefix(8))
+        let via = group.map { "relays of \($0)" } ?? "LAN"
+        let secrets = (try? keystore.secrets()) ?? []
+        func about(_ header: BundleHeader, requester: Int) -> ReleaseApprovals.Request {
             var described = ReleaseApprovals.Request(id: request.id, peer: request.peerLabel, secretID: header.secretIDHex,
                                                      type: header.type.description, description: String(header.description.prefix(200)),
-                                                     requester: asked.requester, holder: header.holderIndex, asked: request.received,
+                                                     requester: requester, holder: header.holderIndex, asked: request.received,
                                                      expires: request.expires)
-            described.via = "relays of \(group)"
-            described.holdsNoShare = asked.holdsNoShare
-            (described.threshold, described.count) = (header.threshold, header.count)
-            return described
-        case .share:
-            guard let path = request.bundlePath, let header = try? BundleHeader(bundleAt: path) else { return nil }
-            var described = ReleaseApprovals.Request(id: request.id, peer: request.peerLabel, secretID: header.secretIDHex,
-                                                     type: header.type.description, description: String(header.description.prefix(200)),
-                                                     requester: 1, holder: header.holderIndex, asked: request.received,
-                                                     expires: request.expires)
-            described.via = "relays of \(group)"
-            described.kind = "share"
+            described.via = via
+            described.name = secrets.first { $0.header.rowID == header.rowID }?.name
             (described.threshold, described.count) = (header.threshold, header.count)
             return described
         }
+        switch request.kind {
+        case .piece:
+            guard let asked = request.pieceRequest, let secret = secrets.first(where: { $0.header.rowID == request.secretRow ?? [] }) else {
+                return nil
+            }
+            var described = about(secret.header, requester: asked.requester)
+            described.holdsNoShare = asked.holdsNoShare
+            if let releaseAt = request.releaseAt {
+                described.kind = "emergency"
+                described.releaseAt = releaseAt
+                described.dealer = try? EmergencyDesk.label(of: secret.header.dealer, keystore: keystore)
+            }
+            return described
+        case .share:
+            guard let path = request.bundlePath, let header = try? BundleHeader(bundleAt: path) else { return nil }
+            var described = about(header, requester: 1)
+            described.kind = "share"
+            return described
+        case .role:
+            // The share may still wait as an offer beside it.
+            let offered = ((try? keystore.holderRequests([.waiting, .approved])) ?? [])
+                .first { $0.kind == .share && $0.secretRow == request.secretRow }.flatMap(\.bundlePath).flatMap { try? BundleHeader(bundleAt: $0) }
+            guard let rule = request.rule, let header = secrets.first(where: { $0.header.rowID == rule.secretRow })?.header ?? offered else {
+                return nil
+            }
+            var described = about(header, requester: 0)
+            described.kind = "role"
+            described.dealer = request.peerLabel
+            described.trustee = try? EmergencyDesk.label(of: rule.trustee, keystore: keystore)
+            described.wait = rule.wait
+            return described
+        }
+    }
+
+    /// A dealer's emergency request as it is listed: nil when its secret is gone. `open`
+    /// describes one just decided as it stood.
+    public static func describe(_ watch: EmergencyWatch, keystore: Keystore, open: Bool = false) -> ReleaseApprovals.Request? {
+        guard let secret = try? keystore.secrets().first(where: { $0.header.rowID == watch.secretRow }) else { return nil }
+        let header = secret.header
+        let waiting = watch.holders.filter { $0.state == .waiting }
+        let releaseAt = waiting.compactMap(\.releaseAt).min() ?? watch.firstSeen
+        var described = ReleaseApprovals.Request(id: watch.id, peer: watch.trusteeLabel, secretID: header.secretIDHex, type: header.type.description,
+                                                 description: String(header.description.prefix(200)), requester: 0, holder: header.holderIndex,
+                                                 asked: watch.firstSeen, expires: releaseAt)
+        described.via = "relays"
+        described.kind = "watch"
+        described.name = secret.name
+        described.trustee = watch.trusteeLabel
+        described.releaseAt = releaseAt
+        described.through = (open ? watch.holders.filter { $0.state != .untold } : waiting).map(\.label)
+        (described.threshold, described.count) = (header.threshold, header.count)
+        return described
     }
 }

@@ -27,9 +27,22 @@ public final class ReleaseApprovals: @unchecked Sendable {
         public internal(set) var expires: Date
         /// How it came: "LAN", or "relays of GROUP".
         public var via = "LAN"
-        /// What is asked: "piece" (a piece of a share held here) or "share" (keeping a
-        /// share a dealer offers through relays).
+        /// What is asked: "piece" (a piece of a share held here), "share" (keeping a
+        /// share a dealer offers through relays), "role" (taking a dealer's emergency rule),
+        /// "emergency" (a trustee's emergency request, released at ``releaseAt`` unless the
+        /// dealer denies it) or, for a dealer, "watch" (an emergency request its holders
+        /// told of, which it may deny or approve).
         public var kind = "piece"
+        /// The secret's local name here, if it has one.
+        public var name: String?
+        /// Emergency access: the secret's dealer and the trustee, by their labels here (or
+        /// fingerprints), the rule's wait in seconds, when the wait ends, and (for a dealer)
+        /// the holders that told of the request.
+        public var dealer: String?
+        public var trustee: String?
+        public var wait: UInt64?
+        public var releaseAt: Date?
+        public var through: [String]?
         /// A request from someone who holds no share of the secret (a new machine of its
         /// owner, through relays): it proves nothing, and is never released without asking.
         public var holdsNoShare = false

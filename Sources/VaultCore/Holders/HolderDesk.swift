@@ -21,6 +21,10 @@ public enum HolderDesk {
         case queued(HolderRequest)
         /// Released without asking (automatic release): answer with the piece now.
         case automatic(HolderRequest)
+        /// An emergency request from the trustee of a rule this holder took: its wait runs
+        /// (answer when it releases; tell the requester and the dealer now), or a decision of
+        /// the dealer's that came first settled it.
+        case emergency(HolderRequest)
         /// A second offer in one message id: nothing to do.
         case duplicate
     }
@@ -45,6 +49,15 @@ public enum HolderDesk {
         } else {
             guard request.requester != header.holderIndex, claimed == request.requester, request.provesPossession(of: header) else {
                 return .refused(.badProof)
+            }
+        }
+        // The trustee of a rule this holder took waits out the rule's wait instead of a
+        // person's yes; only this secret's rule counts, and only for the card it names.
+        if let held = try keystore.emergencyRule(secretRow: row), held.role == .accepted, held.rule.trustee == request.requesterCard {
+            switch try EmergencyDesk.waitFor(request, peer: peer, rule: held.rule, group: group, keystore: keystore, now: now) {
+            case .added(let taken): return .emergency(taken)
+            case .replayed: return .refused(.replayed)
+            case .busy: return .refused(.busy)
             }
         }
         let optedIn = try keystore.releasesAutomatically(secretID: header.secretID, to: peer.card)
@@ -121,20 +134,31 @@ public enum HolderDesk {
                 }
                 let released = try keystore.home.transientFile("vpiece")
                 defer { unlink(released.path) }
-                try keystore.release(secret, to: peer, index: asked.requester, sealedTo: asked.replyKey,
-                                     decision: request.state == .automatic ? .automatic : .approved, identity: identity, output: released)
+                let decision: ReleaseDecision = switch request.emergency {
+                case .approved?: .approvedByDealer
+                case .some: .emergency
+                case nil: request.state == .automatic ? .automatic : .approved
+                }
+                try keystore.release(secret, to: peer, index: asked.requester, sealedTo: asked.replyKey, decision: decision,
+                                     identity: identity, output: released)
                 try emitAll(HolderRecord.pieceAnswer(nonce: asked.nonce, outcome: .released, prefix: secret.prefix), emit)
                 var source = try FileSource(path: released.path)
                 try source.forEachChunk(emit)
                 return
-            case .denied: outcome = .denied
+            case .denied: outcome = request.emergency == .cancelled ? .deniedByDealer : .denied
             case .expired: outcome = .timedOut
-            case .waiting: outcome = .waiting(until: UInt64(request.expires.timeIntervalSince1970))
+            case .waiting:
+                outcome = request.releaseAt.map { .emergencyWait(until: UInt64($0.timeIntervalSince1970)) }
+                    ?? .waiting(until: UInt64(request.expires.timeIntervalSince1970))
             case .answered: return
             }
             if let secret, let peer, request.state != .waiting {
-                try keystore.recordRelease(secretID: secret.header.secretID, peer: peer, requester: asked.requester,
-                                           decision: request.state == .denied ? .denied : .timedOut)
+                let decision: ReleaseDecision = switch outcome {
+                case .deniedByDealer: .deniedByDealer
+                case .denied: .denied
+                default: .timedOut
+                }
+                try keystore.recordRelease(secretID: secret.header.secretID, peer: peer, requester: asked.requester, decision: decision)
             }
             try emitAll(HolderRecord.pieceAnswer(nonce: asked.nonce, outcome: outcome), emit)
         case .share:
@@ -154,6 +178,23 @@ public enum HolderDesk {
                 unlink(path)
             }
             try emitAll(HolderRecord.shareAnswer(secretID: secretID, holder: max(index, 1), state: state), emit)
+        case .role:
+            guard let rule = request.rule else { return }
+            let state: HolderRecord.RoleState
+            switch request.state {
+            case .approved, .automatic: state = .accepted
+            case .denied, .expired: state = .declined
+            case .waiting: state = .waiting
+            case .answered: return
+            }
+            // Recorded once: an answer written again after a failed send finds it decided.
+            if state != .waiting, try keystore.decideRole(rule, accept: state == .accepted) {
+                try keystore.recordRelease(secretID: rule.secretID, peerKey: rule.trustee.agreementKey,
+                                           peerLabel: try EmergencyDesk.label(of: rule.trustee, keystore: keystore), requester: 0,
+                                           decision: state == .accepted ? .roleAccepted : .roleDeclined,
+                                           detail: "a wait of \(DurationText.text(rule.wait))")
+            }
+            try emitAll(HolderRecord.roleAnswer(secretID: rule.secretID, issued: rule.issued, state: state), emit)
         }
     }
 

@@ -26,6 +26,53 @@ public enum HolderRecord {
         case pieceRequest = 3
         /// A holder's answer to a piece request; a released piece follows when released.
         case pieceAnswer = 4
+        /// A dealer's emergency rule for its holder (``EmergencyRule``, FORMAT §21).
+        case emergencyRule = 5
+        /// A holder's answer to an emergency rule: the role taken, declined, or waiting.
+        case roleAnswer = 6
+        /// A holder tells the dealer where an emergency request stands (``Notice``).
+        case emergencyNotice = 7
+        /// A dealer's denial or approval of an emergency request (``EmergencyDecision``).
+        case emergencyDecision = 8
+    }
+
+    /// A holder's answer to an emergency rule.
+    public enum RoleState: UInt8, Sendable {
+        case accepted = 1
+        case declined = 2
+        /// Its person is asked whether to take the role.
+        case waiting = 3
+        /// The rule was turned off, and taken so.
+        case off = 4
+    }
+
+    /// Where an emergency request stands at a holder, as it tells the dealer.
+    public enum NoticeState: UInt8, Sendable {
+        /// The wait runs, until the notice's release time.
+        case waiting = 1
+        /// The dealer's denial cancelled it.
+        case cancelled = 2
+        /// The holder's person refused it.
+        case denied = 3
+        /// The piece went to the trustee (the wait ended, or the dealer approved).
+        case released = 4
+    }
+
+    /// A holder's notice to a secret's dealer about an emergency request: the trustee's
+    /// request as it came (signed by the trustee), when this holder received it and when it
+    /// releases, by this holder's clock.
+    public struct Notice: Sendable {
+        public let state: NoticeState
+        public let received: UInt64
+        public let releaseAt: UInt64
+        public let request: RelayPieceRequest
+
+        public init(state: NoticeState, received: UInt64, releaseAt: UInt64, request: RelayPieceRequest) {
+            self.state = state
+            self.received = received
+            self.releaseAt = releaseAt
+            self.request = request
+        }
     }
 
     /// A holder's answer to a share offer.
@@ -47,6 +94,10 @@ public enum HolderRecord {
         case waiting(until: UInt64)
         /// A check refused the request.
         case refused(Refusal)
+        /// The secret's dealer denied the trustee's emergency request.
+        case deniedByDealer
+        /// An emergency request: released at `until` (Unix seconds) unless the dealer denies it.
+        case emergencyWait(until: UInt64)
     }
 
     /// Why a holder refused a piece request without asking anyone: each check has its code,
@@ -85,6 +136,11 @@ public enum HolderRecord {
         /// `nonce` names the request answered; with `released`, `prefix` is the answering
         /// holder's bundle prefix.
         case pieceAnswer(nonce: [UInt8], outcome: PieceOutcome, prefix: [UInt8]?)
+        case emergencyRule(EmergencyRule)
+        /// `issued` names the rule answered.
+        case roleAnswer(secretID: [UInt8], issued: UInt64, state: RoleState)
+        case emergencyNotice(Notice)
+        case emergencyDecision(EmergencyDecision)
     }
 
     /// Where the part that follows a head starts in the record: a share offer's bundle, a
@@ -113,6 +169,31 @@ public enum HolderRecord {
         padded([version, Kind.pieceRequest.rawValue] + request.encoded())
     }
 
+    public static func emergencyRule(_ rule: EmergencyRule) -> [UInt8] {
+        padded([version, Kind.emergencyRule.rawValue] + rule.encoded)
+    }
+
+    public static func roleAnswer(secretID: [UInt8], issued: UInt64, state: RoleState) -> [UInt8] {
+        var w = ByteWriter()
+        w.raw(secretID)
+        w.u64(issued)
+        w.u8(state.rawValue)
+        return padded([version, Kind.roleAnswer.rawValue] + w.bytes)
+    }
+
+    public static func emergencyNotice(_ notice: Notice) -> [UInt8] {
+        var w = ByteWriter()
+        w.u8(notice.state.rawValue)
+        w.u64(notice.received)
+        w.u64(notice.releaseAt)
+        w.raw(notice.request.encoded())
+        return padded([version, Kind.emergencyNotice.rawValue] + w.bytes)
+    }
+
+    public static func emergencyDecision(_ decision: EmergencyDecision) -> [UInt8] {
+        padded([version, Kind.emergencyDecision.rawValue] + decision.encoded)
+    }
+
     private static func padded(_ record: [UInt8]) -> [UInt8] {
         record + [UInt8](repeating: 0, count: paddedLength - record.count)
     }
@@ -137,6 +218,10 @@ public enum HolderRecord {
         case .refused(let refusal):
             w.u8(5)
             w.u8(refusal.rawValue)
+        case .deniedByDealer: w.u8(6)
+        case .emergencyWait(let until):
+            w.u8(7)
+            w.u64(until)
         }
         return outcome == .released ? w.bytes : padded(w.bytes)
     }
@@ -152,6 +237,12 @@ public enum HolderRecord {
             let bytes = try source.readFully(count)
             guard bytes.count == count else { throw VaultError.truncated(what: "the holder message") }
             return bytes
+        }
+        // A time a keystore can keep (Unix seconds, at most 2^63 − 1).
+        func time(_ bytes: [UInt8]) throws -> UInt64 {
+            let value = bytes.reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            guard value <= UInt64(Int64.max) else { throw fail("a time out of range") }
+            return value
         }
         let start = try take(2)
         guard start[0] == version else { throw VaultError.unsupportedVersion(what: "the holder message", version: start[0], supported: version) }
@@ -177,15 +268,31 @@ public enum HolderRecord {
             case 2: head = .pieceAnswer(nonce: nonce, outcome: .denied, prefix: nil)
             case 3: head = .pieceAnswer(nonce: nonce, outcome: .timedOut, prefix: nil)
             case 4:
-                let until = try take(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-                guard until <= UInt64(Int64.max) else { throw fail("a time out of range") }
-                head = .pieceAnswer(nonce: nonce, outcome: .waiting(until: until), prefix: nil)
+                head = .pieceAnswer(nonce: nonce, outcome: .waiting(until: try time(take(8))), prefix: nil)
             case 5:
                 guard let refusal = Refusal(rawValue: try take(1)[0]) else { throw fail("an unknown refusal") }
                 head = .pieceAnswer(nonce: nonce, outcome: .refused(refusal), prefix: nil)
+            case 6: head = .pieceAnswer(nonce: nonce, outcome: .deniedByDealer, prefix: nil)
+            case 7:
+                head = .pieceAnswer(nonce: nonce, outcome: .emergencyWait(until: try time(take(8))), prefix: nil)
             default:
                 throw fail("an unknown outcome \(code)")
             }
+        case .emergencyRule:
+            head = .emergencyRule(try EmergencyRule(parsing: try take(EmergencyRule.length)))
+        case .roleAnswer:
+            let fields = try take(16 + 8 + 1)
+            guard let state = RoleState(rawValue: fields[24]) else { throw fail("an unknown role answer \(fields[24])") }
+            head = .roleAnswer(secretID: Array(fields[0..<16]), issued: try time(Array(fields[16..<24])), state: state)
+        case .emergencyNotice:
+            let code = try take(1)[0]
+            guard let state = NoticeState(rawValue: code) else { throw fail("an unknown notice \(code)") }
+            let received = try time(take(8)), releaseAt = try time(take(8))
+            guard releaseAt >= received else { throw fail("it releases before it was received") }
+            let request = try RelayPieceRequest(parsing: try take(RelayPieceRequest.length))
+            head = .emergencyNotice(Notice(state: state, received: received, releaseAt: releaseAt, request: request))
+        case .emergencyDecision:
+            head = .emergencyDecision(try EmergencyDecision(parsing: try take(EmergencyDecision.length)))
         }
         // Zeros to the padded length, and nothing after.
         let used = 2 + (HolderRecord.headLength(head) ?? 0)
@@ -204,8 +311,13 @@ public enum HolderRecord {
         case .pieceRequest: RelayPieceRequest.length
         case .pieceAnswer(_, .waiting, _): 16 + 1 + 8
         case .pieceAnswer(_, .refused, _): 16 + 1 + 1
+        case .pieceAnswer(_, .emergencyWait, _): 16 + 1 + 8
         case .pieceAnswer(_, .released, _): nil
         case .pieceAnswer: 16 + 1
+        case .emergencyRule: EmergencyRule.length
+        case .roleAnswer: 16 + 8 + 1
+        case .emergencyNotice: 1 + 8 + 8 + RelayPieceRequest.length
+        case .emergencyDecision: EmergencyDecision.length
         }
     }
 }

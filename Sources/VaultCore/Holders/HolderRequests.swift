@@ -2,7 +2,8 @@ import Foundation
 import GRDB
 
 /// A request that reached this holder through a group's relays and waits for, or had, its
-/// person's decision: a piece request, or a dealer's share offer. It lives in the keystore,
+/// person's decision: a piece request, a dealer's share offer, or a dealer's emergency rule
+/// (the role it offers; this one may also come over the LAN). It lives in the keystore,
 /// so that it survives `vault serve` restarting (friends answer in hours), and is listed,
 /// approved and denied like a request over the LAN (``ReleaseApprovals``).
 public struct HolderRequest: Sendable {
@@ -12,6 +13,19 @@ public struct HolderRequest: Sendable {
         case piece = 1
         /// Keeping a share a dealer offers.
         case share = 2
+        /// Taking the emergency role a dealer's rule offers (``EmergencyRule``).
+        case role = 3
+    }
+
+    /// Where an emergency request stands (a piece request from the trustee of an emergency
+    /// rule this holder took): it waits until ``releaseAt`` by this holder's clock, then
+    /// is released, unless the dealer denies it (cancelled) or this holder's person does.
+    public enum Emergency: String, Sendable {
+        case waiting, cancelled, denied
+        /// The dealer approved: released before the wait ended.
+        case approved
+        /// The wait ended.
+        case released
     }
 
     /// Where it stands. Each transition is one keystore write: waiting → approved |
@@ -37,11 +51,32 @@ public struct HolderRequest: Sendable {
     public let state: State
     public let received: Date
     public let expires: Date
+    /// An emergency request's release time, by this holder's clock (received + the wait).
+    public let releaseAt: Date?
+    /// Where an emergency request stands; nil for any other request.
+    public let emergency: Emergency?
+    /// What the dealer was last told of an emergency request (``HolderRecord/NoticeState``).
+    let told: Int?
 
     /// A piece request's request.
     public var pieceRequest: RelayPieceRequest? { kind == .piece ? try? RelayPieceRequest(parsing: record) : nil }
     /// A share offer's bundle file.
     public var bundlePath: String? { kind == .share ? String(decoding: record, as: UTF8.self) : nil }
+    /// A role offer's rule.
+    public var rule: EmergencyRule? { kind == .role ? try? EmergencyRule(parsing: record) : nil }
+
+    /// What the dealer should know of an emergency request now; nil while it is decided and
+    /// not yet answered, and for any other request.
+    public var notice: HolderRecord.NoticeState? {
+        guard let emergency else { return nil }
+        switch (state, emergency) {
+        case (.waiting, _): return .waiting
+        case (.answered, .released), (.answered, .approved): return .released
+        case (.denied, .cancelled), (.answered, .cancelled): return .cancelled
+        case (.denied, .denied), (.answered, .denied): return .denied
+        default: return nil
+        }
+    }
 
     init(row: Row) {
         id = row["id"]
@@ -55,6 +90,9 @@ public struct HolderRequest: Sendable {
         state = State(rawValue: row["state"]) ?? .waiting
         received = Date(timeIntervalSince1970: TimeInterval(row["received_at"] as Int64))
         expires = Date(timeIntervalSince1970: TimeInterval(row["expires_at"] as Int64))
+        releaseAt = (row["release_at"] as Int64?).map { Date(timeIntervalSince1970: TimeInterval($0)) }
+        emergency = (row["emergency"] as String?).flatMap(Emergency.init(rawValue:))
+        told = row["told"]
     }
 }
 
@@ -74,9 +112,12 @@ extension Keystore {
     /// offers waiting and fewer than ``ConsentLimits/holderRecordsPerPeer`` kept (whatever
     /// their state, until they are forgotten), and fewer than
     /// ``ConsentLimits/pendingHolderRequests`` wait in all. A waiting request of the same
-    /// peer for the same share is replaced: the newest is the one its requester waits for.
+    /// peer for the same share is replaced: the newest is the one its requester waits for;
+    /// so is a role offered for the same secret (the newer rule replaces it).
+    /// An emergency request has its `releaseAt` (Unix seconds, by this clock) and `emergency`.
     public func addHolderRequest(nonce: [UInt8], kind: HolderRequest.Kind, groupID: [UInt8], peer: Peer, secretRow: [UInt8]?,
                                  record: [UInt8], state: HolderRequest.State = .waiting, expires: UInt64,
+                                 releaseAt: UInt64? = nil, emergency: HolderRequest.Emergency? = nil,
                                  now: Date = Date()) throws(VaultError) -> HolderIntake {
         try write { db in
             guard try Int.fetchOne(db, sql: "SELECT count(*) FROM holder_request WHERE nonce = ?", arguments: [Data(nonce)]) == 0 else {
@@ -87,6 +128,11 @@ extension Keystore {
                     UPDATE holder_request SET state = 'expired'
                     WHERE peer_key = ? AND secret_row = ? AND kind = 1 AND state = 'waiting'
                     """, arguments: [Data(peer.card.agreementKey), Data(secretRow)])
+            }
+            if let secretRow, kind == .role {
+                // Superseded: nothing to answer (the dealer heeds only answers to its latest rule).
+                try db.execute(sql: "UPDATE holder_request SET state = 'answered' WHERE secret_row = ? AND kind = 3 AND state = 'waiting'",
+                               arguments: [Data(secretRow)])
             }
             let peerKey = Data(peer.card.agreementKey)
             let kept = try Int.fetchOne(db, sql: "SELECT count(*) FROM holder_request WHERE peer_key = ?", arguments: [peerKey]) ?? 0
@@ -99,10 +145,12 @@ extension Keystore {
             repeat { id = SecureRandom().bytes(4).hex } while try Int.fetchOne(db, sql: "SELECT count(*) FROM holder_request WHERE id = ?",
                                                                                   arguments: [id]) != 0
             try db.execute(sql: """
-                INSERT INTO holder_request (id, nonce, kind, group_id, peer_key, peer_label, secret_row, record, state, received_at, expires_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO holder_request (id, nonce, kind, group_id, peer_key, peer_label, secret_row, record, state, received_at, expires_at,
+                                            release_at, emergency)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """, arguments: [id, Data(nonce), kind.rawValue, Data(groupID), Data(peer.card.agreementKey), peer.label.value,
-                                 secretRow.map { Data($0) }, Data(record), state.rawValue, Int64(now.timeIntervalSince1970), Int64(expires)])
+                                 secretRow.map { Data($0) }, Data(record), state.rawValue, Int64(now.timeIntervalSince1970), Int64(expires),
+                                 releaseAt.map { Int64($0) }, emergency?.rawValue])
             return .added(HolderRequest(row: try Row.fetchOne(db, sql: "SELECT * FROM holder_request WHERE id = ?", arguments: [id])!))
         }
     }
@@ -112,10 +160,15 @@ extension Keystore {
         try read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM holder_request WHERE nonce = ?", arguments: [Data(nonce)]) ?? 0 > 0 }
     }
 
-    /// Requests in these states, oldest first. Waiting ones whose time ran out are
-    /// `expired` first.
+    /// Requests in these states, oldest first. Emergency requests whose wait ended are
+    /// released (`automatic`) first; other waiting ones whose time ran out are `expired`.
     public func holderRequests(_ states: [HolderRequest.State], now: Date = Date()) throws(VaultError) -> [HolderRequest] {
         try write { db in
+            // The wait is the holder's own: its clock, from when it received the request.
+            try db.execute(sql: """
+                UPDATE holder_request SET state = 'automatic', emergency = 'released'
+                WHERE state = 'waiting' AND emergency = 'waiting' AND release_at <= ?
+                """, arguments: [Int64(now.timeIntervalSince1970)])
             try db.execute(sql: "UPDATE holder_request SET state = 'expired' WHERE state = 'waiting' AND expires_at <= ?",
                            arguments: [Int64(now.timeIntervalSince1970)])
             let marks = states.map { _ in "?" }.joined(separator: ", ")
@@ -126,7 +179,9 @@ extension Keystore {
 
     /// Approves or denies the waiting request whose id starts with `prefix` (at least 4 hex
     /// digits): nil when no single one matches, or when `unless` says the prefix also
-    /// matches elsewhere (the LAN's queue), checked under the same write.
+    /// matches elsewhere (the LAN's queue), checked under the same write. An emergency
+    /// request is never approved here: only its dealer ends the wait early (a holder that
+    /// could would release behind the owner's back); it can be denied.
     public func decideHolderRequest(_ prefix: String, approve: Bool, unless matchesElsewhere: () -> Bool = { false },
                                     now: Date = Date()) throws(VaultError) -> HolderRequest? {
         let prefix = prefix.lowercased()
@@ -134,8 +189,9 @@ extension Keystore {
         return try write { db in
             let matches = try Row.fetchAll(db, sql: "SELECT * FROM holder_request WHERE state = 'waiting' AND expires_at > ? AND id LIKE ?",
                                            arguments: [Int64(now.timeIntervalSince1970), prefix + "%"]).map(HolderRequest.init)
-            guard matches.count == 1, let match = matches.first, !matchesElsewhere() else { return nil }
-            try db.execute(sql: "UPDATE holder_request SET state = ? WHERE id = ?", arguments: [approve ? "approved" : "denied", match.id])
+            guard matches.count == 1, let match = matches.first, !matchesElsewhere(), !(approve && match.emergency != nil) else { return nil }
+            try db.execute(sql: "UPDATE holder_request SET state = ?, emergency = CASE WHEN emergency IS NULL THEN NULL ELSE 'denied' END WHERE id = ?",
+                           arguments: [approve ? "approved" : "denied", match.id])
             return match
         }
     }

@@ -23,6 +23,10 @@ public struct Recovery: Sendable {
             case failed
         }
 
+        /// The ``detail`` of a holder's emergency wait, and of a denial by the secret's dealer.
+        public static let emergencyDetail = "emergency access"
+        public static let dealerDetail = "by the dealer"
+
         public let nonce: [UInt8]
         public let holderKey: [UInt8]
         public let holderLabel: String
@@ -134,6 +138,17 @@ extension Keystore {
                 WHERE nonce = ? AND state IN ('asked', 'waiting')
                 """, arguments: [state.rawValue, detail, until.map { Int64(min($0, UInt64(Int64.max))) }, prefix.map { Data($0) }, piece,
                                  Int64(now.timeIntervalSince1970), Data(nonce)])
+        }
+    }
+
+    /// Keeps a recovery until at least `until` (Unix seconds): a holder said its emergency
+    /// wait ends then, and its piece must find the recovery under way. Bounded by the
+    /// longest wait and a request's lifetime from now, whatever a holder says.
+    public func extendRecovery(secretRow: [UInt8], until: UInt64, now: Date = Date()) throws(VaultError) {
+        let bound = UInt64(now.timeIntervalSince1970) + EmergencyRule.longestWait + RelayPieceRequest.maximumLifetime
+        try write { db in
+            try db.execute(sql: "UPDATE recovery SET expires_at = max(expires_at, ?) WHERE secret_row = ?",
+                           arguments: [Int64(min(until, bound)), Data(secretRow)])
         }
     }
 

@@ -9,6 +9,10 @@ public enum RecoveryDesk {
         case ask(label: String, state: Recovery.Ask.State, detail: String?)
         /// A holder answered a share offer of this dealer's.
         case delivery(label: String, state: ShareDelivery.State)
+        /// A holder answered this dealer's emergency rule.
+        case role(label: String, state: EmergencyRole.State)
+        /// A holder told this dealer of an emergency request.
+        case emergency(EmergencyDesk.News)
         /// It was refused: the words say which check.
         case refused(String)
     }
@@ -31,9 +35,17 @@ public enum RecoveryDesk {
         case .waiting(let until):
             try keystore.updateAsk(nonce: nonce, state: .waiting, until: until, now: now)
             return .ask(label: label, state: .waiting, detail: nil)
+        case .emergencyWait(let until):
+            // The piece comes when the holder's wait ends: the recovery waits as long.
+            try keystore.updateAsk(nonce: nonce, state: .waiting, detail: Recovery.Ask.emergencyDetail, until: until, now: now)
+            try keystore.extendRecovery(secretRow: recovery.secretRow, until: until + 86_400, now: now)
+            return .ask(label: label, state: .waiting, detail: Recovery.Ask.emergencyDetail)
         case .denied:
             try keystore.updateAsk(nonce: nonce, state: .denied, now: now)
             return .ask(label: label, state: .denied, detail: nil)
+        case .deniedByDealer:
+            try keystore.updateAsk(nonce: nonce, state: .denied, detail: Recovery.Ask.dealerDetail, now: now)
+            return .ask(label: label, state: .denied, detail: Recovery.Ask.dealerDetail)
         case .timedOut:
             try keystore.updateAsk(nonce: nonce, state: .timedOut, now: now)
             return .ask(label: label, state: .timedOut, detail: nil)

@@ -310,6 +310,91 @@ enum KeystoreSchema {
                 ) WITHOUT ROWID;
                 """)
         }
+        // Emergency access (Docs/FORMAT.md §21). The holders' queue takes a third kind, an
+        // emergency role offered (3), which may have come over the LAN (no group), and an
+        // emergency wait's columns: when it releases by this holder's clock, where it stands,
+        // and what the dealer was last told. SQLite cannot change a CHECK in place: the table
+        // is made again with its rows. The release log gains a detail (a wait's end). The
+        // rules, as a dealer set them or a holder received them; a dealer's view of each
+        // holder's role and of the emergency requests it was told of, with its decision; a
+        // holder's dealer decisions, kept for a request that arrives after them; and holder
+        // messages left unconfirmed on the relays, for this identity's other machines.
+        migrator.registerMigration("v14-emergency-access") { db in
+            try db.execute(sql: """
+                CREATE TABLE holder_request_new (
+                    id TEXT PRIMARY KEY CHECK (length(id) = 8),
+                    nonce BLOB NOT NULL UNIQUE CHECK (length(nonce) = 16),
+                    kind INTEGER NOT NULL CHECK (kind IN (1, 2, 3)),
+                    group_id BLOB NOT NULL CHECK (length(group_id) IN (0, 16)),
+                    peer_key BLOB NOT NULL CHECK (length(peer_key) = 32),
+                    peer_label TEXT NOT NULL,
+                    secret_row BLOB,
+                    record BLOB NOT NULL,
+                    state TEXT NOT NULL CHECK (state IN ('waiting', 'approved', 'automatic', 'denied', 'expired', 'answered')),
+                    received_at INTEGER NOT NULL,
+                    expires_at INTEGER NOT NULL,
+                    release_at INTEGER,
+                    emergency TEXT CHECK (emergency IN ('waiting', 'cancelled', 'denied', 'approved', 'released')),
+                    told INTEGER
+                );
+                INSERT INTO holder_request_new (id, nonce, kind, group_id, peer_key, peer_label, secret_row, record, state, received_at, expires_at)
+                    SELECT id, nonce, kind, group_id, peer_key, peer_label, secret_row, record, state, received_at, expires_at FROM holder_request;
+                DROP TABLE holder_request;
+                ALTER TABLE holder_request_new RENAME TO holder_request;
+                ALTER TABLE release_log ADD COLUMN detail TEXT;
+                CREATE TABLE emergency_rule (
+                    secret_row BLOB PRIMARY KEY CHECK (length(secret_row) = 16),
+                    record BLOB NOT NULL,
+                    issued INTEGER NOT NULL,
+                    role TEXT NOT NULL CHECK (role IN ('dealt', 'offered', 'accepted', 'declined', 'off')),
+                    updated_at INTEGER NOT NULL
+                ) WITHOUT ROWID;
+                CREATE TABLE emergency_role (
+                    secret_row BLOB NOT NULL CHECK (length(secret_row) = 16),
+                    holder_key BLOB NOT NULL CHECK (length(holder_key) = 32),
+                    holder_label TEXT NOT NULL,
+                    issued INTEGER NOT NULL,
+                    state TEXT NOT NULL CHECK (state IN ('not yet reached', 'sent', 'waiting for consent', 'accepted', 'declined', 'off')),
+                    via TEXT NOT NULL,
+                    updated_at INTEGER NOT NULL,
+                    PRIMARY KEY (secret_row, holder_key)
+                ) WITHOUT ROWID;
+                CREATE TABLE emergency_watch (
+                    reply_key BLOB PRIMARY KEY CHECK (length(reply_key) = 32),
+                    id TEXT NOT NULL CHECK (length(id) = 8),
+                    secret_row BLOB NOT NULL CHECK (length(secret_row) = 16),
+                    trustee BLOB NOT NULL CHECK (length(trustee) = 65),
+                    trustee_label TEXT NOT NULL,
+                    first_seen INTEGER NOT NULL,
+                    decision TEXT CHECK (decision IN ('denied', 'approved')),
+                    record BLOB,
+                    decided_at INTEGER,
+                    expires_at INTEGER NOT NULL
+                ) WITHOUT ROWID;
+                CREATE TABLE emergency_watch_holder (
+                    reply_key BLOB NOT NULL REFERENCES emergency_watch(reply_key) ON DELETE CASCADE,
+                    holder_key BLOB NOT NULL CHECK (length(holder_key) = 32),
+                    holder_label TEXT NOT NULL,
+                    state TEXT NOT NULL CHECK (state IN ('untold', 'waiting', 'cancelled', 'denied', 'released')),
+                    received_at INTEGER,
+                    release_at INTEGER,
+                    decision_sent INTEGER NOT NULL DEFAULT 0 CHECK (decision_sent IN (0, 1)),
+                    updated_at INTEGER NOT NULL,
+                    PRIMARY KEY (reply_key, holder_key)
+                ) WITHOUT ROWID;
+                CREATE TABLE emergency_decision (
+                    reply_key BLOB PRIMARY KEY CHECK (length(reply_key) = 32),
+                    secret_row BLOB NOT NULL CHECK (length(secret_row) = 16),
+                    record BLOB NOT NULL,
+                    received_at INTEGER NOT NULL,
+                    keep_until INTEGER NOT NULL
+                ) WITHOUT ROWID;
+                CREATE TABLE message_kept (
+                    message_id BLOB PRIMARY KEY CHECK (length(message_id) = 16),
+                    until_at INTEGER NOT NULL
+                ) WITHOUT ROWID;
+                """)
+        }
         // Keys bound to the machine (issue 35): secret_format 2 is the identity sealed by the
         // TPM (IdentitySeal), its TPM blobs inside. SQLite cannot change a CHECK, so the table
         // is made again with the same row; secure_delete overwrites the old pages.

@@ -13,6 +13,21 @@ public enum ReleaseDecision: String, Sendable, CaseIterable {
     case denied
     /// Nobody answered in time.
     case timedOut = "timed out"
+    /// An emergency request came from the trustee of a rule this holder took: the wait
+    /// started (the detail says when it ends).
+    case emergencyWait = "emergency wait started"
+    /// Released to the trustee when the emergency wait ended.
+    case emergency = "released after the emergency wait"
+    /// The dealer approved the emergency request: released before the wait ended.
+    case approvedByDealer = "approved by the dealer"
+    /// The dealer denied the emergency request.
+    case deniedByDealer = "denied by the dealer"
+    /// This holder's person took, or declined, the role of a dealer's emergency rule
+    /// naming the peer.
+    case roleAccepted = "emergency role accepted"
+    case roleDeclined = "emergency role declined"
+    /// The dealer turned its emergency rule naming the peer off.
+    case ruleOff = "emergency rule turned off"
 }
 
 /// One entry of a secret's release record.
@@ -25,6 +40,8 @@ public struct ReleaseRecord: Sendable {
     public let at: Date
     /// What was decided.
     public let decision: ReleaseDecision
+    /// More about it (an emergency wait's end).
+    public let detail: String?
 }
 
 /// Release needs the holder's consent by default: a thief who runs one holder's machine
@@ -78,24 +95,31 @@ extension Keystore {
     }
 
     /// Records a release decision for `secretID`.
-    public func recordRelease(secretID: [UInt8], peer: Peer, requester: Int, decision: ReleaseDecision) throws(VaultError) {
+    public func recordRelease(secretID: [UInt8], peer: Peer, requester: Int, decision: ReleaseDecision, detail: String? = nil) throws(VaultError) {
+        try recordRelease(secretID: secretID, peerKey: peer.card.agreementKey, peerLabel: peer.label.value, requester: requester,
+                          decision: decision, detail: detail)
+    }
+
+    /// Records a decision for `secretID` about a peer known by its key and a label (an
+    /// emergency rule's trustee, who need not be trusted here).
+    public func recordRelease(secretID: [UInt8], peerKey: [UInt8], peerLabel: String, requester: Int, decision: ReleaseDecision,
+                              detail: String? = nil) throws(VaultError) {
         try write { db in
             try db.execute(sql: """
-                INSERT INTO release_log (secret_id, peer_key, peer_label, requester, at, decision) VALUES (?, ?, ?, ?, ?, ?)
-                """, arguments: [Data(secretID), Data(peer.card.agreementKey), peer.label.value, requester,
-                                 Int64(Date().timeIntervalSince1970), decision.rawValue])
+                INSERT INTO release_log (secret_id, peer_key, peer_label, requester, at, decision, detail) VALUES (?, ?, ?, ?, ?, ?, ?)
+                """, arguments: [Data(secretID), Data(peerKey), peerLabel, requester, Int64(Date().timeIntervalSince1970), decision.rawValue, detail])
         }
     }
 
     /// Every decision recorded for `secretID`, oldest first.
     public func releaseRecord(secretID: [UInt8]) throws(VaultError) -> [ReleaseRecord] {
         try read { db in
-            try Row.fetchAll(db, sql: "SELECT peer_label, requester, at, decision FROM release_log WHERE secret_id = ? ORDER BY at, id",
+            try Row.fetchAll(db, sql: "SELECT peer_label, requester, at, decision, detail FROM release_log WHERE secret_id = ? ORDER BY at, id",
                              arguments: [Data(secretID)]).compactMap { row -> ReleaseRecord? in
                 guard let decision = ReleaseDecision(rawValue: row["decision"]) else { return nil }
                 return ReleaseRecord(peerLabel: row["peer_label"], requester: row["requester"],
                               at: Date(timeIntervalSince1970: TimeInterval(row["at"] as Int64)),
-                              decision: decision)
+                              decision: decision, detail: row["detail"])
             }
         }
     }

@@ -1,3 +1,5 @@
+import VaultCore
+
 /// The peer protocol's messages (Docs/PROTOCOL.md). Each travels as
 /// version (1) ‖ type (1) ‖ body length (8) ‖ body, split over as many Noise transport
 /// messages as it needs; a Noise message never carries the end of one message and the start
@@ -22,6 +24,9 @@ public enum PeerMessageType: UInt8, Sendable {
     case pairDecision = 8
     /// Pairing, client: the nonce it committed to in its card message (32).
     case pairReveal = 9
+    /// A dealer's emergency rule for a secret the holder holds (FORMAT.md §21), answered
+    /// with `deliverResult`.
+    case emergencyRule = 10
 
     /// The largest body accepted for this type.
     var maximumBody: UInt64 {
@@ -33,6 +38,7 @@ public enum PeerMessageType: UInt8, Sendable {
         case .pairCard: 65 + 64 + 32 + 255
         case .pairDecision: 1
         case .pairReveal: 32
+        case .emergencyRule: UInt64(EmergencyRule.length)
         }
     }
 }
@@ -50,6 +56,7 @@ extension PeerMessageType: CustomStringConvertible {
         case .pairCard: "pairing card"
         case .pairDecision: "pairing decision"
         case .pairReveal: "pairing reveal"
+        case .emergencyRule: "emergency rule"
         }
     }
 }
@@ -92,6 +99,8 @@ public enum RefusalCode: UInt8, Sendable, CustomStringConvertible {
     case releaseDenied = 14
     /// The holder did not answer in time.
     case consentTimedOut = 15
+    /// The holder refused an emergency rule (the reason says why).
+    case rejectedRule = 16
 
     public var description: String {
         switch self {
@@ -110,6 +119,7 @@ public enum RefusalCode: UInt8, Sendable, CustomStringConvertible {
         case .awaitingConsent: "waiting for the holder to approve"
         case .releaseDenied: "the holder denied the request"
         case .consentTimedOut: "the holder did not approve in time"
+        case .rejectedRule: "emergency rule refused"
         }
     }
 }

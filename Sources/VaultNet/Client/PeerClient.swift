@@ -74,6 +74,27 @@ public enum PeerClient {
         }
     }
 
+    /// Offers `rule` to `peer`, a holder of its secret, over the LAN; returns where the
+    /// holder's role stands (its person decides later, and answers through relays).
+    public static func deliverRule(_ rule: EmergencyRule, to peer: Peer, at address: PeerAddress, identity: Identity) async throws -> String {
+        try await connect(to: peer, at: address, identity: identity) { channel in
+            try await channel.send(.emergencyRule, rule.encoded)
+            let (type, body) = try await channel.receive()
+            guard type == .deliverResult || type == .refused, let status = body.first else {
+                throw NetError.protocolViolation("unexpected \(type) answer")
+            }
+            guard status == 0 else {
+                let (code, reason) = RefusalCode.parse(body) ?? (.malformed, "")
+                throw NetError.refused(code, reason)
+            }
+            let words = String(decoding: body.dropFirst(), as: UTF8.self)
+            guard ["accepted", "declined", "waiting for consent", "off"].contains(words) else {
+                throw NetError.protocolViolation("an unknown answer to an emergency rule")
+            }
+            return words
+        }
+    }
+
     /// Asks `peer`, holder `holderIndex` of `secret`, for its piece, proving possession of our
     /// own share on this channel. Writes the released piece to `output`.
     ///

@@ -21,6 +21,8 @@ public final class PeerServer: @unchecked Sendable {
     private let slots = ConnectionSlots()
     private let throttled: LogThrottle
     private let approvals: ReleaseApprovals
+    /// Hears of each emergency role offered over the LAN, which waits in the consent queue.
+    private let announce: @Sendable (HolderRequest) -> Void
     /// Pairing attempts, all keys together: each is a prompt on a person's screen, and each
     /// is one more draw for a man in the middle hoping two codes match.
     private let pairingLimiter = RateLimiter(burst: NetLimits.pairingAttemptsPerMinute, perSecond: Double(NetLimits.pairingAttemptsPerMinute) / 60, maximumKeys: 4096)
@@ -36,8 +38,9 @@ public final class PeerServer: @unchecked Sendable {
     /// opted in to automatic release for that peer (``Keystore/setAutoRelease(_:secretID:peer:)``).
     public init(keystore: Keystore, identity: Identity, confirm: Confirm?,
                 pairing: (window: TimeInterval, confirm: Pairing.Confirm)? = nil, approvals: ReleaseApprovals = ReleaseApprovals(),
-                log: @escaping @Sendable (String) -> Void) {
+                announce: @escaping @Sendable (HolderRequest) -> Void = { _ in }, log: @escaping @Sendable (String) -> Void) {
         self.approvals = approvals
+        self.announce = announce
         self.keystore = keystore
         self.identity = identity
         self.confirm = confirm
@@ -123,6 +126,7 @@ public final class PeerServer: @unchecked Sendable {
             switch type {
             case .deliver: try await receiveShare(from: peer, length: length, on: channel)
             case .pieceRequest: try await answerPieceRequest(from: peer, length: length, on: channel)
+            case .emergencyRule: try await receiveRule(from: peer, length: length, on: channel)
             default:
                 try await channel.refuse(.malformed, "unexpected \(type) message")
             }
@@ -240,6 +244,49 @@ public final class PeerServer: @unchecked Sendable {
             // A failure of this holder's own keystore is no fault of the bundle.
             if case .storage(let message) = error { return try await answer(.storage, message) }
             try await answer(.rejectedBundle, error.description)
+        }
+    }
+
+    /// A dealer's emergency rule, over the LAN as its share came: checked as one through
+    /// relays is (only its dealer delivers it), and its role put to the person through the
+    /// consent queue. The answer says where the role stands: "waiting for consent",
+    /// "accepted", "declined" or "off"; the person's decision goes back through relays.
+    private func receiveRule(from peer: Peer, length: UInt64, on channel: SecureChannel) async throws {
+        var body: [UInt8] = []
+        guard length == PeerMessageType.emergencyRule.maximumBody else { throw NetError.protocolViolation("an emergency rule of \(length) bytes") }
+        try await channel.receiveBody(length) { body += $0 }
+        func answer(_ code: RefusalCode?, _ text: String) async throws {
+            try await channel.send(.deliverResult, [code?.rawValue ?? 0] + Array(text.utf8.prefix(512)))
+        }
+        let rule: EmergencyRule
+        do {
+            rule = try EmergencyRule(parsing: body)
+        } catch {
+            log("refused an emergency rule from '\(peer.label)': \(error)")
+            return try await answer(.rejectedRule, error.description)
+        }
+        switch try EmergencyDesk.take(rule: rule, from: peer.card, groupID: [], keystore: keystore) {
+        case .queued(let request):
+            announce(request)
+            try await answer(nil, "waiting for consent")
+        case .taken(let state), .known(let state?):
+            log("took the emergency rule of \(rule.secretID.hex.prefix(16)) from '\(peer.label)' (\(Self.words(state)))")
+            try await answer(nil, Self.words(state))
+        case .known(nil):
+            try await answer(nil, "waiting for consent")
+        case .refused(let reason):
+            log("refused an emergency rule from '\(peer.label)': \(reason)")
+            try await answer(.rejectedRule, reason)
+        }
+    }
+
+    /// A role's state as a `deliverResult` says it (Docs/PROTOCOL.md §3).
+    static func words(_ state: HolderRecord.RoleState) -> String {
+        switch state {
+        case .accepted: "accepted"
+        case .declined: "declined"
+        case .waiting: "waiting for consent"
+        case .off: "off"
         }
     }
 

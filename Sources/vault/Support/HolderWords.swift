@@ -22,6 +22,48 @@ enum HolderWords {
             "'\(TerminalText.escaped(label))': share \(state.rawValue)"
         case .answer(.refused(let words)):
             "refused \(words)"
+        case .emergencyWait(let request):
+            RequestWords.logLine(request)
+        case .ruleTaken(let label, let secret, .off):
+            "'\(TerminalText.escaped(label))' turned off the emergency rule of \(secret.prefix(16))"
+        case .ruleTaken(let label, let secret, let state):
+            "'\(TerminalText.escaped(label))' renewed the emergency rule of \(secret.prefix(16)) (the same person, a wait no shorter): "
+                + "your role stands (\(state))"
+        case .refusedRule(let label, let reason):
+            "refused an emergency rule from '\(TerminalText.escaped(label))': \(reason)"
+        case .dealerDecision(let label, let trustee, let approves, let decided):
+            "'\(TerminalText.escaped(label))' \(approves ? "approved" : "denied") \(TerminalText.escaped(trustee))'s emergency access: "
+                + (decided == 0 ? "no request of it waits here" : approves ? "released now" : "cancelled here")
+        case .decisionSent(let label, let trustee, let approves):
+            "told '\(TerminalText.escaped(label))' that you \(approves ? "approved" : "denied") \(TerminalText.escaped(trustee))'s emergency access"
+        case .answer(.role(let label, let state)):
+            "'\(TerminalText.escaped(label))': emergency role \(state.rawValue)"
+        case .answer(.emergency(let news)):
+            news.new && news.state == .waiting
+                ? news.described.map(RequestWords.logLine) ?? "'\(TerminalText.escaped(news.holder))': \(EmergencyText.state(news))"
+                : "'\(TerminalText.escaped(news.holder))': \(EmergencyText.state(news))"
+        }
+    }
+}
+
+/// Emergency access as its dealer reads it.
+enum EmergencyText {
+    /// What a dealer's decision did.
+    static func decided(_ request: ReleaseApprovals.Request, approve: Bool) -> String {
+        let trustee = RequestWords.name(request.trustee ?? request.peer)
+        return approve
+            ? "approved \(trustee)'s emergency access to \(RequestWords.secret(request)) (request \(request.id)): every holder is told to release now"
+            : "denied \(trustee)'s emergency access to \(RequestWords.secret(request)) (request \(request.id)): every holder is told to cancel it"
+    }
+
+    /// Where a trustee's request stands at the holder that told.
+    static func state(_ news: EmergencyDesk.News) -> String {
+        let trustee = TerminalText.escaped(news.watch.trusteeLabel)
+        return switch news.state {
+        case .waiting: "\(trustee)'s emergency request \(news.watch.id) waits; released on \(DateWords.release(news.watch.releaseAt)) unless you deny"
+        case .cancelled: "cancelled \(trustee)'s emergency request \(news.watch.id), as you denied"
+        case .denied: "refused \(trustee)'s emergency request \(news.watch.id) itself"
+        case .released: "released its piece to \(trustee) (emergency request \(news.watch.id))"
         }
     }
 }
@@ -31,8 +73,11 @@ enum AskWords {
     static func state(_ state: Recovery.Ask.State, detail: String?, until: Date? = nil) -> String {
         switch state {
         case .asked: "asked through relays, no answer yet"
+        case .waiting where detail == Recovery.Ask.emergencyDetail:
+            "emergency access: released " + (until.map { "on \(DateWords.release($0))" } ?? "when its wait ends") + " unless the secret's dealer denies"
         case .waiting: "waiting for its person to approve" + (until.map { " (until \(DateWords.short($0)))" } ?? "")
         case .released: "piece received"
+        case .denied where detail == Recovery.Ask.dealerDetail: "denied by the secret's dealer"
         case .denied: "denied"
         case .timedOut: "nobody approved in time"
         case .refused: "refused: \(detail ?? "a check failed")"
@@ -46,6 +91,16 @@ enum DateWords {
     static func short(_ date: Date) -> String {
         let format = DateFormatter()
         format.dateFormat = "yyyy-MM-dd HH:mm"
+        return format.string(from: date)
+    }
+
+    /// An emergency wait's end: to the minute, or to the second when it is less than an
+    /// hour away (a wait of seconds, as tests use).
+    static func release(_ date: Date?) -> String {
+        guard let date else { return "?" }
+        guard abs(date.timeIntervalSinceNow) < 3600 else { return short(date) }
+        let format = DateFormatter()
+        format.dateFormat = "yyyy-MM-dd HH:mm:ss"
         return format.string(from: date)
     }
 }

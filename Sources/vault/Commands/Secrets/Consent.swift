@@ -14,7 +14,11 @@ struct Requests: AsyncParsableCommand {
             you chose automatic release for that peer ('vault secrets auto-release'). Requests \
             over the LAN wait in 'vault serve' (\(Int(NetLimits.approvalSeconds)) s by default); \
             requests and share offers that came through relays wait in the keystore until they \
-            expire, and are listed with or without a running serve.
+            expire, and are listed with or without a running serve. So are emergency roles \
+            offered by a dealer, emergency requests waiting here (released when their wait ends \
+            unless the dealer or you deny them), and, for a dealer, the emergency requests its \
+            holders told of, which 'vault deny ID' cancels at every holder and 'vault approve ID' \
+            releases at once.
             """)
 
     @OptionGroup var home: HomeOption
@@ -32,8 +36,9 @@ struct Requests: AsyncParsableCommand {
         time.dateFormat = "HH:mm:ss"
         for request in requests {
             let left = max(0, Int(request.expires.timeIntervalSinceNow))
-            print("\(request.id)  \(time.string(from: request.asked))  \(RequestWords.summary(request))  "
-                  + (left > 3600 ? "until \(DateWords.short(request.expires))" : "\(left) s left"))
+            // An emergency request's line says when it releases: nothing expires.
+            let tail = request.releaseAt != nil ? "" : "  " + (left > 3600 ? "until \(DateWords.short(request.expires))" : "\(left) s left")
+            print("\(request.id)  \(time.string(from: request.asked))  \(RequestWords.summary(request))" + tail)
         }
     }
 }
@@ -75,15 +80,27 @@ enum ConsentAccess {
     }
 
     static func decide(_ id: String, approve: Bool, home: HomeOption, keys: PassphraseOption) async throws {
+        let keystore = try home.openKeystore()
+        // Only the dealer ends an emergency wait early: a holder would release behind the
+        // owner's back, which the rule's wait exists to prevent.
+        if approve, let wait = try keystore.emergencyWait(matching: id), let described = ConsentQueue.describe(wait, keystore: keystore) {
+            throw CLIError.unavailable("request \(wait.id) is an emergency request: \(RequestWords.summary(described)); "
+                                       + "only \(RequestWords.name(described.dealer)), the secret's dealer, can end the wait early",
+                                       hint: "'vault deny \(wait.id)' refuses it")
+        }
         if let agent = await AgentClient.connect(home: home.vaultHome) {
+            let matched = try await agent.requests().filter { $0.id.hasPrefix(id.lowercased()) }
             guard let decided = try await agent.decide(id, approve: approve) else { throw unmatched(id) }
+            if matched.count == 1, let request = matched.first, request.kind == "watch" {
+                return Terminal.standardError(EmergencyText.decided(request, approve: approve))
+            }
             return Terminal.standardError(approve ? "approved request \(decided): it is answered within seconds" : "denied request \(decided)")
         }
         // No serve: only requests through relays can be waiting; this command answers them.
-        let keystore = try home.openKeystore()
         let queue = ConsentQueue(keystore: keystore, lan: ReleaseApprovals())
         guard let decided = queue.decide(id, approve: approve) else { throw unmatched(id) }
-        Terminal.standardError("\(approve ? "approved" : "denied") request \(decided.id): \(RequestWords.summary(decided))")
+        Terminal.standardError(decided.kind == "watch" ? EmergencyText.decided(decided, approve: approve)
+                               : "\(approve ? "approved" : "denied") request \(decided.id): \(RequestWords.summary(decided))")
         var report = HolderReport()
         await HolderMail.answerDecided(keystore: keystore, identity: try keys.unlock(keystore), report: &report)
         for event in report.events { Terminal.standardError(HolderWords.line(event)) }

@@ -7,7 +7,7 @@ struct SecretsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "secrets",
         abstract: "Manage the shares this machine holds.",
-        subcommands: [SecretsImport.self, SecretsList.self, SecretsShow.self, SecretsRename.self, SecretsRemove.self, SecretsRelease.self, SecretsPush.self, SecretsAutoRelease.self]
+        subcommands: [SecretsImport.self, SecretsList.self, SecretsShow.self, SecretsRename.self, SecretsRemove.self, SecretsRelease.self, SecretsPush.self, SecretsAutoRelease.self, SecretsEmergency.self]
     )
 }
 
@@ -124,10 +124,14 @@ struct SecretsShow: ParsableCommand {
         if let replaces = info.replaces { print("replaces     \(replaces)") }
         if let keyID = info.keyID { print("key id       \(keyID)") }
         print("auto-release \(info.autoRelease.isEmpty ? "nobody: every request waits for your consent" : info.autoRelease.joined(separator: ", "))")
+        for (number, line) in try EmergencyLines.lines(for: secret, keystore: keystore).enumerated() {
+            print("\(number == 0 ? "emergency    " : "             ")\(line)")
+        }
         if info.releases.isEmpty { print("releases     none") }
         for (number, release) in info.releases.enumerated() {
             print("\(number == 0 ? "releases     " : "             ")\(ISO8601DateFormatter().string(from: release.at))  "
-                + "\(TerminalText.escaped(release.peer)) (index \(release.index))  \(release.decision)")
+                + "\(TerminalText.escaped(release.peer)) (index \(release.index))  \(release.decision)"
+                + (release.detail.map { " (\(TerminalText.escaped($0)))" } ?? ""))
         }
     }
 }
@@ -205,6 +209,8 @@ struct SecretJSON: Encodable {
     let replaces: String?
     let keyID: String?
     let autoRelease: [String]
+    /// The emergency rule, where one was set or received.
+    let emergency: EmergencyJSON?
     let releases: [Release]
     /// How the private keys that open your share are protected (`vault secrets show`).
     var keyProtection: String?
@@ -230,6 +236,7 @@ struct SecretJSON: Encodable {
         let index: Int
         let at: Date
         let decision: String
+        let detail: String?
     }
 
     init(_ secret: StoredSecret, peers: [Peer], keystore: Keystore) throws {
@@ -237,13 +244,16 @@ struct SecretJSON: Encodable {
                   deliveries: try keystore.deliveries(secretRow: secret.header.rowID),
                   autoRelease: try keystore.autoReleasePeers(secretID: secret.header.secretID)
                       .map { "\($0.peer.label)" + ($0.everySecret ? " (every secret)" : "") },
+                  emergency: try EmergencyJSON(secret, keystore: keystore),
                   releases: try keystore.releaseRecord(secretID: secret.header.secretID)
-                      .map { Release(peer: $0.peerLabel, index: $0.requester, at: $0.at, decision: $0.decision.rawValue) })
+                      .map { Release(peer: $0.peerLabel, index: $0.requester, at: $0.at, decision: $0.decision.rawValue, detail: $0.detail) })
         keyProtection = try keystore.identityInfo().protection.description
     }
 
-    init(_ secret: StoredSecret, peers: [Peer], deliveries: [ShareDelivery] = [], autoRelease: [String] = [], releases: [Release] = []) {
+    init(_ secret: StoredSecret, peers: [Peer], deliveries: [ShareDelivery] = [], autoRelease: [String] = [], emergency: EmergencyJSON? = nil,
+         releases: [Release] = []) {
         self.autoRelease = autoRelease
+        self.emergency = emergency
         self.releases = releases
         let h = secret.header
         id = h.secretIDHex

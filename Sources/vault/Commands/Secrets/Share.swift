@@ -15,7 +15,9 @@ struct Share: AsyncParsableCommand {
             over an encrypted channel to its 'vault serve' (at the address stored with the peer, \
             or given with --peer); else, or with --group, through the relays of a group you and \
             that holder are both members of, where the holder is asked before keeping it; or \
-            written to --out-dir as LABEL.vshare. 'vault secrets show' says where each went.
+            written to --out-dir as LABEL.vshare. 'vault secrets show' says where each went. \
+            With --emergency, a trusted person you name may recover the secret alone after a \
+            wait, unless you deny it meanwhile (see 'vault secrets emergency').
             """)
 
     @OptionGroup var home: HomeOption
@@ -50,6 +52,11 @@ struct Share: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Deliver through this group's relays, even to holders whose serve answers on the LAN.", valueName: "group"), completion: Completions.group)
     var group: String?
 
+    @Option(help: ArgumentHelp("Let a trusted peer recover the secret alone after a wait that you can cut short: LABEL:WAIT, for example dave:7d (1s to 90d).",
+                               discussion: "Each holder is asked to take the role; see 'vault secrets emergency'.",
+                               valueName: "label:wait"), completion: Completions.peer)
+    var emergency: String?
+
     @OptionGroup var reach: PeerAddressOptions
 
     @OptionGroup var fields: SecretFieldOptions
@@ -66,6 +73,11 @@ struct Share: AsyncParsableCommand {
         let peers = try names.map { try keystore.peer(named: $0) }
         let holders = peers.map { (label: $0.label, card: $0.card) }
         if outDir != nil && group != nil { throw ValidationError("--out-dir and --group exclude each other") }
+        let choice = try emergency.map { try EmergencyChoice($0) }
+        if choice != nil && outDir != nil {
+            throw ValidationError("--emergency needs the holders reached: with --out-dir, set it with 'vault secrets emergency' once they hold their shares")
+        }
+        let trustee = try choice.map { try keystore.peer(named: $0.label) }
         let addresses = outDir == nil && group == nil ? try await reach.addresses(for: try keystore.peers(), discovering: peers) : [:]
         if description.isEmpty == false {
             Terminal.standardError("vault: note: the description is public: every holder's bundle carries it in the clear")
@@ -80,8 +92,29 @@ struct Share: AsyncParsableCommand {
                                    publishLabels: labels, password: layerPassword, scrypt: try passwordLayer.scrypt.parameters())
 
         var source = try input.content()
-        _ = try await distribute(request, content: &source, peers: peers, keystore: keystore, identity: identity, name: localName,
-                                 outDir: outDir, addresses: addresses, route: group.map { .group($0) } ?? .auto)
+        let route: DeliveryRoute = group.map { .group($0) } ?? .auto
+        var undelivered: Error?
+        let stored: StoredSecret
+        do {
+            stored = try await distribute(request, content: &source, peers: peers, keystore: keystore, identity: identity, name: localName,
+                                          outDir: outDir, addresses: addresses, route: route)
+        } catch CLIError.undelivered(let secret, let labels) {
+            // The secret is dealt; a holder not reached yet gets its rule with
+            // 'vault secrets emergency' once it holds its share.
+            guard choice != nil else { throw CLIError.undelivered(secret: secret, labels: labels) }
+            undelivered = CLIError.undelivered(secret: secret, labels: labels)
+            stored = try keystore.secret(matching: secret)
+        }
+        if let trustee, let choice {
+            let missed = try await EmergencyDelivery.set(trustee: trustee, wait: choice.wait, secret: stored, holders: peers, addresses: addresses,
+                                                         route: route, keystore: keystore, identity: identity)
+            if undelivered == nil, !missed.isEmpty {
+                throw CLIError.unavailable("the emergency rule did not reach \(missed.joined(separator: ", "))",
+                                           hint: "send it again once they can be reached: 'vault secrets emergency \(stored.header.secretIDHex.prefix(16)) "
+                                               + "--for \(ShellWord.quoted(trustee.label.value)) --after \(EmergencyChoice.option(choice.wait))'")
+            }
+        }
+        if let undelivered { throw undelivered }
     }
 
     private func resolvedType() throws -> SecretType {

@@ -23,14 +23,15 @@ enum ReleaseConsent {
     /// Logs `request` and, on a terminal, asks about it.
     static func ask(_ request: ReleaseApprovals.Request, queue: ConsentQueue) {
         Terminal.standardError("vault serve: " + RequestWords.logLine(request))
-        guard Terminal.isAvailable else { return }
+        guard Terminal.isAvailable, RequestWords.asks(request) else { return }
         // Each request gets its own question, in the order they came. One answered
         // elsewhere (vault approve|deny), or lapsed, is not asked, or is withdrawn while it
         // waits, so that the next answer typed goes to the next question.
         prompts.async {
             let open = { queue.waiting().contains { $0.id == request.id } }
             let answer = try? Terminal.confirm(RequestWords.question(request), details: RequestWords.warnings(request),
-                                               what: request.kind == "share" ? "storing a share" : "releasing a piece", while: open)
+                                               what: request.kind == "share" ? "storing a share" : request.kind == "role" ? "taking the role" : "releasing a piece",
+                                               while: open)
             guard let yes = answer ?? nil else { return }
             if queue.decide(request.id, approve: yes) != nil {
                 Terminal.standardError("vault serve: \(yes ? "approved" : "denied") request \(request.id)")
@@ -52,8 +53,19 @@ enum RequestWords {
         let left = Int(request.expires.timeIntervalSince(request.asked).rounded())
         // Seconds for a request over the LAN; a date for one through relays, which waits days.
         let until = left < 3600 ? "within \(left) s" : "by \(DateWords.short(request.expires))"
-        return "\(request.kind == "share" ? "share offer" : "release request") \(request.id): \(summary(request)); "
-            + "approve with 'vault approve \(request.id)' \(until)"
+        switch request.kind {
+        case "role":
+            return "emergency role \(request.id): \(summary(request)); take it with 'vault approve \(request.id)' "
+                + "or decline it with 'vault deny \(request.id)' \(until)"
+        case "emergency":
+            return "emergency request \(request.id): \(summary(request)); 'vault deny \(request.id)' refuses it"
+        case "watch":
+            return "emergency request \(request.id): \(summary(request)): deny it with 'vault deny \(request.id)', "
+                + "or release now with 'vault approve \(request.id)'"
+        default:
+            return "\(request.kind == "share" ? "share offer" : "release request") \(request.id): \(summary(request)); "
+                + "approve with 'vault approve \(request.id)' \(until)"
+        }
     }
 
     /// Who asks for what, and how it came.
@@ -61,27 +73,64 @@ enum RequestWords {
         let peer = "'\(TerminalText.escaped(request.peer))'"
         let about = request.description.isEmpty ? "" : " (\(TerminalText.escaped(request.description)))"
         let via = request.via == "LAN" ? "" : ", \(request.via)"
-        if request.kind == "share" {
+        switch request.kind {
+        case "share":
             return "\(peer) offers you share \(request.holder) of \(request.type) \(request.secretID.prefix(16))\(about), "
                 + "\(request.threshold) of \(request.count) needed\(via)"
+        case "role":
+            let dealer = name(request.dealer ?? request.peer), trustee = name(request.trustee)
+            return "\(dealer) names \(trustee) for emergency access to \(secret(request)): your piece of \(request.type) "
+                + "\(request.secretID.prefix(16)) goes to \(trustee) \(DurationText.text(request.wait ?? 0)) after \(trustee) asks, "
+                + "unless \(dealer) denies\(via)"
+        case "emergency":
+            return "\(name(request.peer)) asks for emergency access to \(secret(request)) as \(name(request.dealer)) allowed; "
+                + "released on \(DateWords.release(request.releaseAt)) unless \(name(request.dealer)) denies"
+        case "watch":
+            let through = (request.through ?? []).map(name).joined(separator: ", ")
+            return "\(name(request.trustee ?? request.peer)) asks for emergency access to \(secret(request))"
+                + (through.isEmpty ? "" : " through \(through)") + "; released on \(DateWords.release(request.releaseAt)) unless you deny"
+        default:
+            return "\(peer) asks for piece \(request.holder) of \(request.type) \(request.secretID.prefix(16))\(about)\(via)"
+                + (request.holdsNoShare ? " [holds no share]" : "")
         }
-        return "\(peer) asks for piece \(request.holder) of \(request.type) \(request.secretID.prefix(16))\(about)\(via)"
-            + (request.holdsNoShare ? " [holds no share]" : "")
     }
 
     /// The question put on a terminal.
     static func question(_ request: ReleaseApprovals.Request) -> String {
         let peer = "'\(TerminalText.escaped(request.peer))'"
-        if request.kind == "share" {
+        switch request.kind {
+        case "share":
             return "Keep share \(request.holder) of \(request.type) \(request.secretID.prefix(16)) for \(peer) (request \(request.id))?"
+        case "role":
+            let trustee = name(request.trustee)
+            return "Take the emergency role for \(secret(request)): release your piece to \(trustee) \(DurationText.text(request.wait ?? 0)) "
+                + "after \(trustee) asks, unless \(name(request.dealer ?? request.peer)) denies (request \(request.id))?"
+        default:
+            return "Release your piece of \(request.secretID.prefix(16)) to \(peer) (request \(request.id))?"
         }
-        return "Release your piece of \(request.secretID.prefix(16)) to \(peer) (request \(request.id))?"
     }
 
     /// What must be said before asking: a requester that holds no share proves nothing.
     static func warnings(_ request: ReleaseApprovals.Request) -> [String] {
-        guard request.holdsNoShare else { return [] }
+        guard request.holdsNoShare, request.kind == "piece" else { return [] }
         return ["vault: warning: '\(TerminalText.escaped(request.peer))' holds no share of this secret: "
                 + "approve only if you are sure this is its owner (a new machine, cards exchanged face to face)"]
     }
+
+    /// Whether a request is put to its person as a question: an emergency request is
+    /// released when its wait ends, and a dealer's is denied or approved by command.
+    static func asks(_ request: ReleaseApprovals.Request) -> Bool {
+        request.kind != "emergency" && request.kind != "watch"
+    }
+
+    /// A secret as the emergency lines name it: its name here, else its public
+    /// description, quoted; else its type and id.
+    static func secret(_ request: ReleaseApprovals.Request) -> String {
+        if let name = request.name { return "'\(TerminalText.escaped(name))'" }
+        if !request.description.isEmpty { return "'\(TerminalText.escaped(request.description))'" }
+        return "\(request.type) \(request.secretID.prefix(16))"
+    }
+
+    /// A person in an emergency line, as the issue's wording has it: the label bare.
+    static func name(_ label: String?) -> String { TerminalText.escaped(label ?? "?") }
 }

@@ -88,7 +88,7 @@ struct Serve: AsyncParsableCommand {
             : nil
         let queue = ReleaseConsent.queue(keystore: keystore, window: TimeInterval(consentTimeout))
         let server = PeerServer(keystore: keystore, identity: identity, confirm: confirmation, pairing: pairingSetup,
-                                approvals: queue.lan) { line in
+                                approvals: queue.lan, announce: { queue.announce($0) }) { line in
             Terminal.standardError("vault serve: \(line)")
         }
         let responder = ResponderBox()
@@ -108,7 +108,7 @@ struct Serve: AsyncParsableCommand {
             }
             for problem in pass.problems { Terminal.standardError("vault serve: \(problem)") }
         }
-        queue.onRelayDecision { _ in watch.wake() }
+        queue.onRelayDecision { watch.wake() }
         let agentPath = KeyAgent.socketPath(keystore.home)
         let task = Task {
             try await withThrowingTaskGroup(of: Void.self) { group in
