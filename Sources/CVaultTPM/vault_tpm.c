@@ -18,8 +18,10 @@
     X(Esys_Initialize) X(Esys_Finalize) X(Esys_Free) X(Esys_CreatePrimary) X(Esys_Create)  \
     X(Esys_Load) X(Esys_Unseal) X(Esys_FlushContext) X(Esys_TR_SetAuth) X(Esys_TR_GetName) \
     X(Esys_StartAuthSession) X(Esys_TRSess_SetAttributes) X(Esys_PolicyPCR)                \
-    X(Esys_PolicyAuthValue) X(Esys_PolicyGetDigest) X(Esys_GetCapability) X(Esys_PCR_Read)
+    X(Esys_PolicyAuthValue) X(Esys_PolicyGetDigest) X(Esys_GetCapability) X(Esys_PCR_Read)     \
+    X(Esys_GetSysContext)
 #define TCTILDR_FUNCTIONS(X) X(Tss2_TctiLdr_Initialize) X(Tss2_TctiLdr_Finalize)
+#define SYS_FUNCTIONS(X) X(Tss2_Sys_GetRpBuffer)
 #define MU_FUNCTIONS(X)                                                       \
     X(Tss2_MU_TPM2B_PUBLIC_Marshal) X(Tss2_MU_TPM2B_PUBLIC_Unmarshal)         \
     X(Tss2_MU_TPM2B_PRIVATE_Marshal) X(Tss2_MU_TPM2B_PRIVATE_Unmarshal)
@@ -28,6 +30,7 @@
 static struct {
     ESYS_FUNCTIONS(DECLARE)
     TCTILDR_FUNCTIONS(DECLARE)
+    SYS_FUNCTIONS(DECLARE)
     MU_FUNCTIONS(DECLARE)
     // Optional: only for words about unexpected codes.
     __typeof__(Tss2_RC_Decode) *Tss2_RC_Decode;
@@ -49,7 +52,8 @@ static void load(void) {
     void *esys = open_library("libtss2-esys.so.0");
     void *tctildr = open_library("libtss2-tctildr.so.0");
     void *mu = open_library("libtss2-mu.so.0");
-    if (esys == NULL || tctildr == NULL || mu == NULL) return;
+    void *sys = open_library("libtss2-sys.so.1");
+    if (esys == NULL || tctildr == NULL || mu == NULL || sys == NULL) return;
     void *symbol;
 #define RESOLVE(handle, name)                                                              \
     symbol = dlsym(handle, #name);                                                         \
@@ -61,8 +65,10 @@ static void load(void) {
 #define FROM_ESYS(name) RESOLVE(esys, name)
 #define FROM_TCTILDR(name) RESOLVE(tctildr, name)
 #define FROM_MU(name) RESOLVE(mu, name)
+#define FROM_SYS(name) RESOLVE(sys, name)
     ESYS_FUNCTIONS(FROM_ESYS)
     TCTILDR_FUNCTIONS(FROM_TCTILDR)
+    SYS_FUNCTIONS(FROM_SYS)
     MU_FUNCTIONS(FROM_MU)
     void *rc = dlopen("libtss2-rc.so.0", RTLD_NOW | RTLD_LOCAL);
     if (rc != NULL) {
@@ -363,6 +369,47 @@ vault_tpm_status vault_tpm_seal(vault_tpm *tpm, const uint8_t *secret, size_t se
     return ok();
 }
 
+// tpm2-tss keeps its own copies of what an unseal handles, and frees them without wiping:
+// the response, decrypted in place in its command buffer (which lives as long as the
+// connection, then goes back to the heap as it is), and the authorization value, in its
+// records of the object and of the session. In a long-running `vault serve` these would lie
+// in ordinary, swappable memory for days: the unsealed key opens the keystore on any
+// machine, and the authorization value gives the PIN to a few million hashes (its salt is
+// in the keystore) and then to the TPM without its lockout. So each is overwritten as soon
+// as it has served (TPMTests.serveKeepsNoCopyOfWhatTheTPMUnsealed looks for them in serve's
+// memory).
+
+// The response parameters of the last command (for TPM2_Unseal: the sealed data's size and
+// bytes), at most `most` bytes of them.
+static void wipe_response(vault_tpm *tpm, size_t most) {
+    TSS2_SYS_CONTEXT *sys = NULL;
+    const uint8_t *parameters = NULL;
+    size_t size = 0;
+    if (tss.Esys_GetSysContext(tpm->context, &sys) != TSS2_RC_SUCCESS || sys == NULL) return;
+    if (tss.Tss2_Sys_GetRpBuffer(sys, &size, &parameters) != TSS2_RC_SUCCESS || parameters == NULL) return;
+    OPENSSL_cleanse((void *)parameters, size < most ? size : most);
+}
+
+// The session's record of the authorization value: ESAPI appends it to the session's key
+// for each command the session authorizes, and keeps it there until it authorizes another.
+// So the same session authorizes one more command, on the storage key, which ESAPI is told
+// has 32 zero bytes as its authorization value: they overwrite the PIN's. The storage key
+// is outside dictionary-attack protection (noDA), so whatever the TPM answers costs no try,
+// and the command is TPM2_Load of an empty private part, which the TPM refuses after the
+// authorization: nothing is loaded. (An HMAC session passes that authorization, since HMAC
+// pads its key with zeros to its block, making the session key and 32 zero bytes the
+// session key itself; a policy session fails it.)
+static void wipe_session_auth(vault_tpm *tpm, ESYS_TR primary, ESYS_TR session, const TPM2B_PUBLIC *public) {
+    TPM2B_AUTH zeros = {.size = VAULT_TPM_MAX_AUTH};
+    if (tss.Esys_TR_SetAuth(tpm->context, primary, &zeros) != TSS2_RC_SUCCESS) return;
+    TPM2B_PRIVATE empty = {0};
+    ESYS_TR copy = ESYS_TR_NONE;
+    if (tss.Esys_Load(tpm->context, primary, session, ESYS_TR_NONE, ESYS_TR_NONE, &empty, public, &copy) == TSS2_RC_SUCCESS)
+        tss.Esys_FlushContext(tpm->context, copy);
+    TPM2B_AUTH none = {0};
+    tss.Esys_TR_SetAuth(tpm->context, primary, &none);
+}
+
 vault_tpm_status vault_tpm_unseal(vault_tpm *tpm, const uint8_t *parent_name,
                                   const uint8_t *public_blob, size_t public_length,
                                   const uint8_t *private_blob, size_t private_length,
@@ -412,6 +459,7 @@ vault_tpm_status vault_tpm_unseal(vault_tpm *tpm, const uint8_t *parent_name,
     if (status.outcome == VAULT_TPM_OK) {
         TPM2B_SENSITIVE_DATA *data = NULL;
         rc = tss.Esys_Unseal(tpm->context, object, session, ESYS_TR_NONE, ESYS_TR_NONE, &data);
+        wipe_response(tpm, sizeof(TPM2B_SENSITIVE_DATA));
         if (rc != TSS2_RC_SUCCESS) {
             status = unseal_failure(rc, "TPM2_Unseal");
         } else {
@@ -424,6 +472,11 @@ vault_tpm_status vault_tpm_unseal(vault_tpm *tpm, const uint8_t *parent_name,
             OPENSSL_cleanse(data, sizeof *data);
             tss.Esys_Free(data);
         }
+        // Its record of the object's authorization: a whole TPM2B_AUTH of zeros is copied
+        // over it, buffer and all.
+        TPM2B_AUTH none = {0};
+        tss.Esys_TR_SetAuth(tpm->context, object, &none);
+        if (auth_length > 0) wipe_session_auth(tpm, primary, session, &public);
     }
     flush(tpm, &set);
     return status;

@@ -313,9 +313,13 @@ public struct IdentityInfo: Sendable {
             passphraseParameters = seal.scrypt
             protection = KeyProtection(passphrase: seal.scrypt,
                                        tpm: seal.tpm.map { KeyProtection.TPMProtection(pin: $0.hasPIN, pcrs: $0.pcrs) })
-        case .plain, nil:
+        case .plain:
             passphraseParameters = nil
             protection = KeyProtection(passphrase: nil, tpm: nil)
+        case nil:
+            // Not "unprotected": keys this vault cannot read may be protected in a way it
+            // does not know, and are refused as ``Keystore/unlock(_:)`` refuses them.
+            throw VaultError.keystoreCorrupt("unknown secret format \(format)")
         }
         createdAt = Date(timeIntervalSince1970: TimeInterval(row["created_at"] as Int64))
     }

@@ -136,6 +136,19 @@ import VaultTestSupport
         }
     }
 
+    /// A secret format this vault does not know (written past the table's CHECK) is refused
+    /// by everything that reads it: not described as unprotected keys, nor opened.
+    @Test func refusesASecretFormatItDoesNotKnow() throws {
+        let keystore = try Keystore.create(home: home, label: Label("alice"), passphrase: nil)
+        try keystore.write { db in
+            try db.execute(sql: "PRAGMA ignore_check_constraints = ON")
+            try db.execute(sql: "UPDATE identity SET secret_format = 3")
+            try db.execute(sql: "PRAGMA ignore_check_constraints = OFF")
+        }
+        #expect(throws: VaultError.keystoreCorrupt("unknown secret format 3")) { try keystore.identityInfo() }
+        #expect(throws: VaultError.keystoreCorrupt("unknown secret format 3")) { try keystore.unlock(passphrase: nil) }
+    }
+
     @Test func refusesAKeystoreFromANewerVault() throws {
         let keystore = try Keystore.create(home: home, label: Label("alice"), passphrase: nil)
         try keystore.write { db in

@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import Testing
-import VaultCore
+@testable import VaultCore
 import VaultTestSupport
 
 /// Keys bound to this machine (issue 35), against real software TPMs (swtpm in socket
@@ -193,6 +193,39 @@ import VaultTestSupport
         try alice.ok("passphrase", "--passphrase-file", passphrase, "--remove")
         #expect(try Self.protection(alice) == "none")
         try recovers([])
+    }
+
+    /// A running serve keeps no copy of what the TPM unsealed, nor of the PIN or its
+    /// authorization value, outside its locked memory: tpm2-tss's response buffer and its
+    /// records of the object's and the session's authorization are wiped after the unseal.
+    /// Whoever read them later (from swap) would hold the keys without the TPM, or the PIN
+    /// without its lockout (the salt is in the keystore). With a PIN in an HMAC session, in
+    /// a policy session (PCRs), and without a PIN.
+    @Test(arguments: ["a PIN", "a PIN and PCR 7", "no PIN"])
+    func serveKeepsNoCopyOfWhatTheTPMUnsealed(_ sealing: String) throws {
+        guard getuid() == 0 else { return }  // reading another process's memory needs root, as CI has
+        let tpm = try SoftwareTPM()
+        let (alice, pin) = try Self.user("alice", on: tpm)
+        let factors = sealing == "no PIN" ? ["--no-pin"] : ["--pin-file", pin]
+        try alice.ok(["init", "--label", "alice", "--tpm"] + factors + (sealing.hasSuffix("PCR 7") ? ["--tpm-pcrs", "7"] : []))
+        let stored = try DatabaseQueue(path: alice.vault.home + "/vault.sqlite").read { db in
+            [UInt8](try Data.fetchOne(db, sql: "SELECT secret FROM identity")!)
+        }
+        // What vault's unseal gets, found by this test on its own connection to the TPM.
+        let object = try #require(try IdentitySeal(stored).tpm)
+        let auth = object.authValue(pin: SecureBytes(copying: Array("482916".utf8)))
+        #expect((auth == nil) == (sealing == "no PIN"))
+        let key = try TPMConnection(TPMSelection(tpm.tcti)).unseal(object, auth: auth)
+        let serve = try alice.vault.background(["serve", "--listen", "127.0.0.1", "--port", "0", "--no-mdns"] + factors.filter { $0 != "--no-pin" },
+                                               log: alice.directory.file("serve.log"))
+        defer { serve.stop() }
+        try serve.waitFor("listening on")
+        let typed = sealing == "no PIN" ? nil : SecureBytes(copying: Array("482916".utf8))
+        for (name, secret) in [("the unsealed key", key), ("the PIN's authorization value", auth), ("the PIN", typed)] {
+            guard let secret else { continue }
+            let found = try ProcessMemory.occurrences(of: secret.withUnsafeBytes { Array($0) }, in: serve.pid)
+            #expect(found.isEmpty, "\(name) lies in serve's memory at \(found.map { String($0, radix: 16) })")
+        }
     }
 
     /// Sealing leaves no unsealed secret anywhere in the home: not the 64 secret bytes the
