@@ -171,6 +171,8 @@ extension Keystore {
                     try storeContent(of: change, from: content(), rowID: rowID, itemKey: itemKey, db)
                 }
                 try insert(change, record: record, published: true, db)
+                try recordAppEvents(item: change.itemID, before: ItemHeads(known.map { ItemHeads.Entry($0.change) }), after: heads,
+                                    local: false, db)
                 return Self.outcome(of: change.version, in: heads)
             }
         }
@@ -192,10 +194,12 @@ extension Keystore {
         }
         let version = ItemVersion(counter: clock + 1, author: author.card.signingKey)
         var stored: StoredItem?
-        _ = try materialize(item: itemID, known: known.map { ItemHeads.Entry($0.change) },
-                            adding: ItemHeads.Entry(version: version, operation: operation, supersedes: supersedes), db) { rowID in
+        let before = known.map { ItemHeads.Entry($0.change) }
+        let after = try materialize(item: itemID, known: before,
+                                    adding: ItemHeads.Entry(version: version, operation: operation, supersedes: supersedes), db) { rowID in
             stored = try store(rowID, version)
         }
+        try recordAppEvents(item: itemID, before: ItemHeads(before), after: after, local: true, db)
         var length: UInt64 = 0
         let hasher = SHA256Hasher()
         if operation == .put {
