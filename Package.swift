@@ -13,6 +13,8 @@ let package = Package(
         .library(name: "VaultNet", targets: ["VaultNet"]),
         .library(name: "VaultRelay", targets: ["VaultRelay"]),
         .library(name: "VaultRelayClient", targets: ["VaultRelayClient"]),
+        // Grouper's framework (Docs/API.md): an app's objects synced through a key's group.
+        .library(name: "VaultSync", targets: ["VaultSync"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
@@ -103,10 +105,13 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // Applications on synced keys: the Swift API over VaultCore's objects, the agent's
+        // item keys and the relay client's object sync.
+        .target(name: "VaultSync", dependencies: ["VaultCore", "VaultNet", "VaultRelayClient"], swiftSettings: strict),
         .executableTarget(
             name: "vault",
             dependencies: [
-                "VaultCore", "VaultNet", "VaultRelay", "VaultRelayClient", "CVaultProcess",
+                "VaultCore", "VaultNet", "VaultRelay", "VaultRelayClient", "VaultSync", "CVaultProcess",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: [.swiftLanguageMode(.v5)] + strict

@@ -250,9 +250,10 @@ public enum Messenger {
     ///
     /// Object messages (item changes of synced keys, Docs/RELAY.md "Object sync") are
     /// applied to the keystore as they come; with `objectsOnly` (`vault sync`) messages that
-    /// are shares are left on the relays for `vault receive`, unopened.
+    /// are shares are left on the relays for `vault receive`, unopened. With `leavingHolderMail`
+    /// (an app's sync, beside the watch of `vault serve`) holder messages are left to serve.
     public static func receive(groupName: String?, keystore: Keystore, identity: Identity, sink: MessageSink?,
-                               objectsOnly: Bool = false) async throws -> ReceiveReport {
+                               objectsOnly: Bool = false, leavingHolderMail: Bool = false) async throws -> ReceiveReport {
         var report = ReceiveReport()
         await refreshGroups(keystore: keystore, identity: identity, report: &report)
         let groups = try groupName.map { [try keystore.group(named: $0)] } ?? keystore.groups()
@@ -291,8 +292,10 @@ public enum Messenger {
                     // An object message is whole on every relay: one good copy is enough.
                     if object != nil { break }
                     do {
-                        switch try await fetch(id, in: group, from: connections[j], index: j + 1, spool: spool, identity: identity,
-                                               objectsOnly: objectsOnly) {
+                        switch try await SyncClock.measure(.download, {
+                            try await fetch(id, in: group, from: connections[j], index: j + 1, spool: spool, identity: identity,
+                                            objectsOnly: objectsOnly, leavingHolderMail: leavingHolderMail)
+                        }) {
                         case .share(let share): shares.append(share)
                         case .object(let message, let path): object = (message, path)
                         case .skipped: isShare = true
@@ -443,7 +446,7 @@ public enum Messenger {
     /// to, and for a share this relay's index and this identity's box. A message that fails
     /// names its relay.
     static func fetch(_ id: [UInt8], in group: GroupRecord, from connection: RelayConnection, index: Int, spool: Spool,
-                      identity: Identity, objectsOnly: Bool, holderOnly: Bool = false) async throws -> Fetched {
+                      identity: Identity, objectsOnly: Bool, holderOnly: Bool = false, leavingHolderMail: Bool = false) async throws -> Fetched {
         let path = spool.newPath()
         let output = try OutputFile(path: path)
         var incoming = IncomingRelayMessage(maximumLength: IncomingMessageShare.largest)
@@ -459,6 +462,7 @@ public enum Messenger {
                         if holderOnly, incoming.isDecided, incoming.object.map({ $0.header.map { $0.kind != .holder } ?? false }) ?? true {
                             throw SkippedShare()
                         }
+                        if leavingHolderMail, incoming.object?.header?.kind == .holder { throw SkippedShare() }
                         try output.write(bytes)
                     }
                 }
