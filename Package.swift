@@ -15,6 +15,9 @@ let package = Package(
         .library(name: "VaultRelayClient", targets: ["VaultRelayClient"]),
         // Grouper's framework (Docs/API.md): an app's objects synced through a key's group.
         .library(name: "VaultSync", targets: ["VaultSync"]),
+        // Its example (Examples/AccountBook): the standalone app, and the same app synced.
+        .executable(name: "account-book", targets: ["AccountBook"]),
+        .executable(name: "account-book-synced", targets: ["AccountBookSynced"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
@@ -115,6 +118,21 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: [.swiftLanguageMode(.v5)] + strict
+        ),
+
+        // The examples, built with the package (no second build of its dependencies) and
+        // driven by vaultTests (AppTests). The synced one differs from the standalone one by
+        // Examples/AccountBook/sync.diff, which a test keeps true.
+        .executableTarget(
+            name: "AccountBook",
+            dependencies: [.product(name: "GRDB", package: "GRDB.swift"), .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Examples/AccountBook/Standalone", swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "AccountBookSynced",
+            dependencies: ["VaultSync", .product(name: "GRDB", package: "GRDB.swift"),
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Examples/AccountBook/Synced", swiftSettings: strict
         ),
 
         .target(name: "VaultTestSupport", dependencies: ["VaultCore", "CSodium"], swiftSettings: strict),
