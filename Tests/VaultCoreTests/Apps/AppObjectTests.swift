@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 @testable import VaultCore
 import VaultTestSupport
@@ -84,8 +85,11 @@ import VaultTestSupport
             #expect(try trio.keystores[j].appObject(milk, keyID: trio.keyID).conflicts.isEmpty)
         }
         #expect(try Self.events(trio, 0, after: seen) == [#"put milk {"quantity":3}"#])
-        // What no longer holds is gone from the feed: from the start, one put.
+        // What no longer holds is gone from the feed, not only skipped: from the start, one put.
         #expect(try Self.events(trio, 0) == [#"put milk {"quantity":3}"#])
+        for keystore in trio.keystores.prefix(2) {
+            #expect(try keystore.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM app_event") } == 1)
+        }
         #expect(try trio.state(0) == trio.state(1))
     }
 
