@@ -77,7 +77,7 @@ public enum ObjectSync {
         guard accepted >= settings.minimumRelays else {
             throw VaultError.invalidSecret("only \(accepted) of the \(settings.minimumRelays) relays needed stored the changes to '\(name)'; they stay here for the next sync")
         }
-        for change in unpublished { try keystore.markPublished(change) }
+        try keystore.markPublished(unpublished)
         report.published.append((name, unpublished.count, accepted))
     }
 
@@ -160,13 +160,15 @@ public enum ObjectSync {
                 }
                 let started = ContinuousClock.now
                 defer { SyncClock.current?.add(.apply, ContinuousClock.now - started) }
-                try ObjectEntries.read(path: plain) { change, record, content in
+                // Every author is checked before the batch, which holds the keystore.
+                try ObjectEntries.read(path: plain) { change, _, _ in _ = try authors.refusal(change.author, keyID: change.keyID) }
+                try keystore.applyingChanges { batch in try ObjectEntries.read(path: plain) { change, record, content in
                     guard change.keyID == header.keyID else {
                         return report.problems.append("a change in message \(id) from \(sender.label) is for another key; ignored")
                     }
                     do {
-                        switch try keystore.apply(change, record: record, content: content.map { content in { content } }, itemKey: { _ in nil },
-                                                  authors: authors) {
+                        switch try batch.apply(change, record: record, content: content.map { content in { content } }, itemKey: { _ in nil },
+                                               authors: authors) {
                         case .current, .conflict: report.sync.applied += 1
                         case .superseded: report.sync.superseded += 1
                         case .duplicate: report.sync.duplicates += 1
@@ -180,7 +182,7 @@ public enum ObjectSync {
                     } catch {
                         report.problems.append("change \(change.version) to item \(change.itemID.hex.prefix(8)) from \(sender.label): \(VaultError.words(for: error)); not applied")
                     }
-                }
+                } }
             }
             _ = try keystore.recordReceived(object: header)
             return true

@@ -140,6 +140,36 @@ public final class AppStore: @unchecked Sendable {
         }
     }
 
+    /// Stores several objects of one type, as ``put(_:_:)`` does, in one transaction for each
+    /// ``AppStore/batch`` of them: a write to the keystore flushes the disk (some 6 ms on an
+    /// ordinary disk), once per transaction. Returns their versions.
+    @discardableResult
+    public func put<T: Encodable>(contentsOf objects: [(id: String, value: T)]) async throws -> [ItemVersion] {
+        let type = Self.typeName(T.self)
+        return try await put(type: type, contentsOf: try objects.map { ($0.id, try Self.encoder.encode($0.value)) })
+    }
+
+    /// Stores several objects of `type`, each `json` one JSON value.
+    @discardableResult
+    public func put(type: String, contentsOf objects: [(id: String, json: Data)]) async throws -> [ItemVersion] {
+        guard let identity else { throw AppError.readOnly }
+        var versions: [ItemVersion] = []
+        for start in stride(from: 0, to: objects.count, by: Self.batch) {
+            let part = objects[start..<min(objects.count, start + Self.batch)]
+            versions += try await SyncClock.measure(.put) {
+                let headers = try part.map { id, _ in try keystore.appHeader(for: AppObjectName(app: appID, type: type, id: id), keyID: key.keyID) }
+                let keys = try await itemKeys(for: headers)
+                return try keystore.putAppObjects(zip(headers, zip(part, keys)).map { ($0, [UInt8]($1.0.json), $1.1) }, author: identity)
+            }
+        }
+        local.signal()
+        return versions
+    }
+
+    /// Objects written in one transaction at most (``put(contentsOf:)``): the item keys and
+    /// values of a batch are held at once.
+    public static let batch = 256
+
     /// Deletes object `id` of type `T`, signed by you, to be sent at the next ``sync(_:)``;
     /// returns the delete's version, or nil when nothing of the object is held here.
     @discardableResult
@@ -304,10 +334,11 @@ public final class AppStore: @unchecked Sendable {
         let through = try keystore.latestAppEvent()
         let authors = try AuthorNames(keystore), me = try keystore.identityInfo().card.signingKey
         var changes: [AppChange] = []
-        for entry in try keystore.appObjects(app: appID, keyID: key.keyID) {
+        let entries = try keystore.appObjects(app: appID, keyID: key.keyID)
+        for (entry, itemKey) in zip(entries, try await itemKeys(for: entries.map(\.item.header))) {
             guard let version = entry.item.version else { continue }
-            changes.append(try await change(entry.isConflict ? .conflict : .put, entry.name, version: version, authors: authors,
-                                            isLocal: version.author == me, sequence: through, date: entry.item.storedAt, item: entry.item))
+            changes.append(try change(entry.isConflict ? .conflict : .put, entry.name, version: version, authors: authors,
+                                      isLocal: version.author == me, sequence: through, date: entry.item.storedAt, item: (entry.item, itemKey)))
         }
         return (changes, through)
     }
@@ -359,20 +390,24 @@ public final class AppStore: @unchecked Sendable {
             let (events, through) = try keystore.appEvents(app: appID, keyID: key.keyID, after: cursor)
             guard through > cursor else { return cursor }
             let authors = try AuthorNames(keystore)
+            let keys = try await SyncClock.measure(.deliver) { try await itemKeys(for: events.compactMap(\.item?.header)) }
+            var nextKey = keys.makeIterator()
             for event in events {
                 let kind: AppChange.Kind = switch event.kind {
                 case .put: .put
                 case .delete: .delete
                 case .conflict: .conflict
                 }
-                let change = try await SyncClock.measure(.deliver) {
-                    try await self.change(kind, event.name, version: event.version, authors: authors, isLocal: event.isLocal,
-                                          sequence: event.sequence, date: event.date, item: event.item)
+                let change = try SyncClock.measure(.deliver) {
+                    try self.change(kind, event.name, version: event.version, authors: authors, isLocal: event.isLocal,
+                                    sequence: event.sequence, date: event.date, item: event.item.map { ($0, nextKey.next()!) })
                 }
                 try await body(change)
                 report.delivered += 1
             }
             cursor = through
+            // Read by the app: no longer new in `vault item list`.
+            try keystore.markOpened(events.compactMap(\.item))
             if persisting { try keystore.setAppCursor(app: appID, keyID: key.keyID, to: cursor) }
         }
     }
@@ -395,9 +430,10 @@ public final class AppStore: @unchecked Sendable {
         }
     }
 
+    /// A change to hand out; `item` is the row holding its value and that row's item key.
     private func change(_ kind: AppChange.Kind, _ name: AppObjectName, version: ItemVersion, authors: AuthorNames, isLocal: Bool,
-                        sequence: Int64, date: Date, item: StoredItem?) async throws -> AppChange {
-        let json = item == nil ? nil : try await self.json(of: item!)
+                        sequence: Int64, date: Date, item: (row: StoredItem, itemKey: SecureBytes)?) throws -> AppChange {
+        let json = try item.map { try self.json(of: $0.row, itemKey: $0.itemKey) }
         let type = types[name.type]
         let value: Any? = if let json, let type { try? JSONDecoder().decode(type, from: json) } else { nil }
         return AppChange(kind: kind, type: name.type, id: name.id, version: version, author: authors.name(version.author), isLocal: isLocal,
@@ -411,10 +447,21 @@ public final class AppStore: @unchecked Sendable {
 
     /// An item's content: the object's JSON.
     private func json(of item: StoredItem) async throws -> Data {
-        let itemKey = try await itemKey(for: item.header)
+        try json(of: item, itemKey: try await itemKey(for: item.header))
+    }
+
+    private func json(of item: StoredItem, itemKey: SecureBytes) throws -> Data {
         var json = Data()
-        try keystore.openItem(item, itemKey: itemKey) { json.append(contentsOf: $0) }
+        try keystore.openItem(item, itemKey: itemKey, marking: false) { json.append(contentsOf: $0) }
         return json
+    }
+
+    /// The item keys for `headers`, on one connection to the agent.
+    private func itemKeys(for headers: [ItemHeader]) async throws -> [SecureBytes] {
+        try await agent.itemKeys(keyID: key.keyID, headerHashes: headers.map(SharedKey.headerHash)).map { itemKey in
+            guard let itemKey else { throw VaultError.keyLocked(key.displayName) }
+            return itemKey
+        }
     }
 
     private func itemKey(for header: ItemHeader) async throws -> SecureBytes {

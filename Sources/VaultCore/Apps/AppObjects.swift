@@ -48,20 +48,31 @@ extension Keystore {
     /// would outlive every decision about them. One transaction. Returns the new version.
     @discardableResult
     public func putAppObject(_ header: ItemHeader, value: [UInt8], itemKey: SecureBytes, author: Identity) throws -> ItemVersion {
-        guard AppObjectName(header) != nil else { throw VaultError.invalidAppObject("the header does not name an object") }
-        try Self.checkAppValue(value)
-        guard try syncGroup(keyID: header.keyID) != nil else { throw VaultError.unexpected("an app writes only to a synced key") }
+        try putAppObjects([(header, value, itemKey)], author: author)[0]
+    }
+
+    /// Writes several objects (``putAppObject(_:value:itemKey:author:)``) in one transaction:
+    /// one disk flush for all of them, and all or none.
+    public func putAppObjects(_ objects: [(header: ItemHeader, value: [UInt8], itemKey: SecureBytes)], author: Identity) throws -> [ItemVersion] {
+        for object in objects {
+            guard AppObjectName(object.header) != nil else { throw VaultError.invalidAppObject("the header does not name an object") }
+            try Self.checkAppValue(object.value)
+        }
+        for keyID in Set(objects.map(\.header.keyID)) {
+            guard try syncGroup(keyID: keyID) != nil else { throw VaultError.unexpected("an app writes only to a synced key") }
+        }
         return try Self.storage(on: home.directory) {
             try database.write { db in
-                let heads = try heads(item: header.itemID, db)
-                var content = BytesSource(value)
-                let change = try authorChange(.put, item: header.itemID, keyID: header.keyID,
-                                              supersedes: heads.heads.prefix(ItemChange.maximumSuperseded).map(\.version), author: author,
-                                              db) { id, version in
-                    try sealItem(header, metadata: SecretMetadata(), content: &content, itemKey: itemKey, password: nil, scrypt: .default,
-                                 random: SecureRandom(), db, id: id, version: version)
+                try objects.map { header, value, itemKey in
+                    let heads = try heads(item: header.itemID, db)
+                    var content = BytesSource(value)
+                    return try authorChange(.put, item: header.itemID, keyID: header.keyID,
+                                            supersedes: heads.heads.prefix(ItemChange.maximumSuperseded).map(\.version), author: author,
+                                            db) { id, version in
+                        try sealItem(header, metadata: SecretMetadata(), content: &content, itemKey: itemKey, password: nil, scrypt: .default,
+                                     random: SecureRandom(), db, id: id, version: version)
+                    }.version
                 }
-                return change.version
             }
         }
     }

@@ -23,6 +23,9 @@ public final class AuthorChecks {
     /// Checks against `keystore`.
     public init(_ keystore: Keystore) { self.keystore = keystore }
 
+    /// The answer for `author` and `keyID` if it was asked already (outer nil: not asked).
+    func known(_ author: KeyCard, keyID: [UInt8]) -> String?? { answers[author.encoded + keyID] }
+
     /// Why `author` may not change the items of `keyID`, or nil when it may.
     public func refusal(_ author: KeyCard, keyID: [UInt8]) throws(VaultError) -> String? {
         let key = author.encoded + keyID
@@ -151,31 +154,36 @@ extension Keystore {
             throw VaultError.malformed(what: "the item change", detail: refusal)
         }
         return try Self.storage(on: home.directory) {
-            try database.write { db in
-                let known = try changes(item: change.itemID, db)
-                if let same = known.first(where: { $0.change.version == change.version }) {
-                    // An author never signs two changes with one version: two records
-                    // under one version mean its key signed something it should not have.
-                    guard same.record == record else {
-                        throw VaultError.malformed(what: "the item change", detail: "its author signed another change with the same version")
-                    }
-                    return .duplicate
-                }
-                guard known.allSatisfy({ $0.change.keyID == change.keyID }) else {
-                    throw VaultError.malformed(what: "the item change", detail: "its item belongs to another key")
-                }
-                let heads = try materialize(item: change.itemID, known: known.map { ItemHeads.Entry($0.change) },
-                                            adding: ItemHeads.Entry(change), db) { rowID in
-                    // A put sent without its content must be superseded by what came before it.
-                    guard let content else { throw VaultError.malformed(what: "the item change", detail: "its content was not sent") }
-                    try storeContent(of: change, from: content(), rowID: rowID, itemKey: itemKey, db)
-                }
-                try insert(change, record: record, published: true, db)
-                try recordAppEvents(item: change.itemID, before: ItemHeads(known.map { ItemHeads.Entry($0.change) }), after: heads,
-                                    local: false, db)
-                return Self.outcome(of: change.version, in: heads)
-            }
+            try database.write { db in try applyChange(change, record: record, content: content, itemKey: itemKey, db) }
         }
+    }
+
+    /// ``apply(_:record:content:itemKey:authors:)`` in the caller's transaction, once its
+    /// author is allowed.
+    func applyChange<Content: ByteSource>(_ change: ItemChange, record: [UInt8], content: (() throws -> Content)?,
+                                          itemKey: (ItemHeader) throws -> SecureBytes?, _ db: Database) throws -> ChangeOutcome {
+        let known = try changes(item: change.itemID, db)
+        if let same = known.first(where: { $0.change.version == change.version }) {
+            // An author never signs two changes with one version: two records
+            // under one version mean its key signed something it should not have.
+            guard same.record == record else {
+                throw VaultError.malformed(what: "the item change", detail: "its author signed another change with the same version")
+            }
+            return .duplicate
+        }
+        guard known.allSatisfy({ $0.change.keyID == change.keyID }) else {
+            throw VaultError.malformed(what: "the item change", detail: "its item belongs to another key")
+        }
+        let heads = try materialize(item: change.itemID, known: known.map { ItemHeads.Entry($0.change) },
+                                    adding: ItemHeads.Entry(change), db) { rowID in
+            // A put sent without its content must be superseded by what came before it.
+            guard let content else { throw VaultError.malformed(what: "the item change", detail: "its content was not sent") }
+            try storeContent(of: change, from: content(), rowID: rowID, itemKey: itemKey, db)
+        }
+        try insert(change, record: record, published: true, db)
+        try recordAppEvents(item: change.itemID, before: ItemHeads(known.map { ItemHeads.Entry($0.change) }), after: heads,
+                            local: false, db)
+        return Self.outcome(of: change.version, in: heads)
     }
 
     /// Makes a change by `author` to an item of synced `keyID`, superseding `supersedes`
@@ -247,9 +255,16 @@ extension Keystore {
 
     /// Marks a change as stored on enough relays.
     public func markPublished(_ change: ItemChange) throws(VaultError) {
+        try markPublished([change])
+    }
+
+    /// Marks changes as stored on enough relays, in one transaction (one sync's worth).
+    public func markPublished(_ changes: [ItemChange]) throws(VaultError) {
         try write { db in
-            try db.execute(sql: "UPDATE item_change SET published = 1 WHERE item_id = ? AND counter = ? AND author = ?",
-                           arguments: [Data(change.itemID), Int64(change.version.counter), Data(change.version.author)])
+            for change in changes {
+                try db.execute(sql: "UPDATE item_change SET published = 1 WHERE item_id = ? AND counter = ? AND author = ?",
+                               arguments: [Data(change.itemID), Int64(change.version.counter), Data(change.version.author)])
+            }
         }
     }
 
@@ -294,12 +309,32 @@ extension Keystore {
     /// key is at hand: its stream must open, and its payload agree with its header (as far as
     /// a password layer lets that be seen). Marks it opened; throws when it does not open.
     public func checkUnopened(_ item: StoredItem, itemKey: SecureBytes) throws {
+        if let failure = try checkUnopened([(item, itemKey)]).first { throw failure.error }
+    }
+
+    /// Checks several unopened items (``checkUnopened(_:itemKey:)``) in one transaction, one
+    /// savepoint each: those that open are marked opened; returns those that do not, with
+    /// why. A failure of this machine (its disk) is thrown, and nothing is marked.
+    public func checkUnopened(_ items: [(item: StoredItem, itemKey: SecureBytes)]) throws -> [(item: StoredItem, error: Error)] {
         try Self.storage(on: home.directory) {
             try database.write { db in
-                let check = ImportCheck(item.header)
-                try openStoredStream(item.id, itemKey: itemKey, db, emit: check.write)
-                do { try check.finish() } catch { throw Self.openingFailure(error) }
-                try db.execute(sql: "UPDATE item SET unopened = 0, size = ? WHERE id = ?", arguments: [Int64(check.size), Data(item.id)])
+                var failures: [(item: StoredItem, error: Error)] = []
+                for (item, itemKey) in items {
+                    do {
+                        try db.inSavepoint {
+                            let check = ImportCheck(item.header)
+                            try openStoredStream(item.id, itemKey: itemKey, db, emit: check.write)
+                            do { try check.finish() } catch { throw Self.openingFailure(error) }
+                            try db.execute(sql: "UPDATE item SET unopened = 0, size = ? WHERE id = ?", arguments: [Int64(check.size), Data(item.id)])
+                            return .commit
+                        }
+                    } catch let error as DatabaseError {
+                        throw error
+                    } catch {
+                        failures.append((item, error))
+                    }
+                }
+                return failures
             }
         }
     }

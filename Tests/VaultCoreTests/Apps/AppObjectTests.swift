@@ -38,6 +38,9 @@ import VaultTestSupport
         #expect((try AppObjectName(app: "ab", type: "c", id: "x")).itemID(keyID: keyA)
                 != (try AppObjectName(app: "a", type: "bc", id: "x")).itemID(keyID: keyA))
         #expect(milk.title == "shop/item/milk/2%")
+        // FORMAT.md §22, computed with Python's hashlib.blake2b from the text alone.
+        #expect((try AppObjectName(app: "shopping-list", type: "item", id: "milk")).itemID(keyID: keyA).hex
+                == "36b5a1a810947dd5a817be81d1904e86")
         // An item is an object only when its id is the derived one.
         let header = ItemHeader(itemID: milk.itemID(keyID: keyA), keyID: keyA, createdAt: 0, type: .note, passwordProtected: false,
                                 title: milk.title, description: "")
