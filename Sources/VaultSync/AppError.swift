@@ -26,7 +26,7 @@ public enum AppError: UserFacingError, Equatable, Sendable {
         case .otherGroup(let key, let group): "key '\(key)' syncs through group \(group), not the one named"
         case .notAMember(let group): "you are not a member of group \(group)"
         case .readOnly: "the store was opened for reading only"
-        case .unsent(let why): "this machine's changes were not sent: \(why); they go at the next sync"
+        case .unsent(let why): "this machine's changes were not sent: \(why)"
         }
     }
 

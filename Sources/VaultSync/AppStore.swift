@@ -297,7 +297,7 @@ public final class AppStore: @unchecked Sendable {
             var report = AppSyncReport()
             let unsent = await pass(receiving: receiving, identity: identity, report: &report)
             var problems = report.problems
-            if let unsent { problems.append("this machine's changes were not sent: \(unsent); they go at the next change or sync") }
+            if let unsent { problems.append("this machine's changes were not sent: \(unsent)") }
             do {
                 cursor = try await deliver(after: cursor, persisting: persisting, report: &report, body)
             } catch let error as VaultError where error == .keyLocked(key.displayName) {
