@@ -252,10 +252,13 @@ public enum Messenger {
     /// applied to the keystore as they come; with `objectsOnly` (`vault sync`) messages that
     /// are shares are left on the relays for `vault receive`, unopened. With `leavingHolderMail`
     /// (an app's sync, beside the watch of `vault serve`) holder messages are left to serve.
+    /// Without `refreshingGroups` the group records held are used as they are (an app's
+    /// sync asks for new ones once a minute, not at every sync).
     public static func receive(groupName: String?, keystore: Keystore, identity: Identity, sink: MessageSink?,
-                               objectsOnly: Bool = false, leavingHolderMail: Bool = false) async throws -> ReceiveReport {
+                               objectsOnly: Bool = false, leavingHolderMail: Bool = false,
+                               refreshingGroups: Bool = true) async throws -> ReceiveReport {
         var report = ReceiveReport()
-        await refreshGroups(keystore: keystore, identity: identity, report: &report)
+        if refreshingGroups { await refreshGroups(keystore: keystore, identity: identity, report: &report) }
         let groups = try groupName.map { [try keystore.group(named: $0)] } ?? keystore.groups()
         let spool = try Spool(home: keystore.home)
         for group in groups {
@@ -263,14 +266,26 @@ public enum Messenger {
             // Which relays list which message of this group.
             var listed: [[UInt8]: [Int]] = [:]
             var order: [[UInt8]] = []
-            for (j, connection) in connections.enumerated() {
-                do {
-                    for entry in try await list(connection) where entry.group == group.idHex {
+            // The relays are listed at once, and their lists taken in the group's order.
+            let listings = await withTaskGroup(of: (Int, Result<[RelayAPI.MessageEntry], Error>).self) { tasks in
+                for (j, connection) in connections.enumerated() {
+                    tasks.addTask {
+                        do { return (j, .success(try await list(connection))) } catch { return (j, .failure(error)) }
+                    }
+                }
+                var all: [(Int, Result<[RelayAPI.MessageEntry], Error>)] = []
+                for await listing in tasks { all.append(listing) }
+                return all.sorted { $0.0 < $1.0 }
+            }
+            for (j, listing) in listings {
+                switch listing {
+                case .success(let entries):
+                    for entry in entries where entry.group == group.idHex {
                         guard let id = [UInt8](hexID: entry.id) else { continue }
                         if listed[id] == nil { order.append(id) }
                         listed[id, default: []].append(j)
                     }
-                } catch {
+                case .failure(let error):
                     report.problems.append(VaultError.words(for: error))
                 }
             }

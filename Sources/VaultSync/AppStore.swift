@@ -28,8 +28,8 @@ public protocol AppObjectType {
 /// sealed and opened with item keys the agent derives, and the key itself never reaches the
 /// app.
 public final class AppStore: @unchecked Sendable {
-    // @unchecked: every stored property is immutable; the keystore and the agent client are
-    // safe to use from any task.
+    // @unchecked: every stored property is immutable but the time groups were last refreshed,
+    // which a lock guards; the keystore and the agent client are safe to use from any task.
 
     /// The application's id, its namespace among the key's items.
     public let appID: String
@@ -45,6 +45,13 @@ public final class AppStore: @unchecked Sendable {
     /// Signalled by every write, here or (through ``KeystoreWatch``) by another process: a
     /// watch then sends what was written and hands it out.
     private let local = Wakeup()
+    /// When this store last asked the relays for new group records.
+    private var groupsRefreshed: ContinuousClock.Instant? {
+        get { refreshLock.withLock { refreshed } }
+        set { refreshLock.withLock { refreshed = newValue } }
+    }
+    private var refreshed: ContinuousClock.Instant?
+    private let refreshLock = NSLock()
 
     private init(appID: String, key: KeyHolding, group: GroupRecord, keystore: Keystore, identity: Identity?, agent: AgentClient,
                  types: [String: any Decodable.Type]) {
@@ -359,8 +366,11 @@ public final class AppStore: @unchecked Sendable {
             do {
                 // Holder messages are left to `vault serve`, which runs beside every app (its
                 // agent holds the key).
+                // Group records change rarely (a member added): asked for once a minute.
+                let refreshing = groupsRefreshed.map { $0.duration(to: .now) > .seconds(60) } ?? true
                 let received = try await Messenger.receive(groupName: group.idHex, keystore: keystore, identity: identity, sink: nil,
-                                                           objectsOnly: true, leavingHolderMail: true)
+                                                           objectsOnly: true, leavingHolderMail: true, refreshingGroups: refreshing)
+                if refreshing { groupsRefreshed = .now }
                 report.problems += received.distinctProblems
             } catch {
                 report.problems.append(VaultError.words(for: error))
