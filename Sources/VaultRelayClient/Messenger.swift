@@ -267,26 +267,24 @@ public enum Messenger {
             var listed: [[UInt8]: [Int]] = [:]
             var order: [[UInt8]] = []
             // The relays are listed at once, and their lists taken in the group's order.
-            let listings = await withTaskGroup(of: (Int, Result<[RelayAPI.MessageEntry], Error>).self) { tasks in
+            let listings = await withTaskGroup(of: RelayListing.self) { tasks in
                 for (j, connection) in connections.enumerated() {
                     tasks.addTask {
-                        do { return (j, .success(try await list(connection))) } catch { return (j, .failure(error)) }
+                        do { return RelayListing(index: j, entries: try await list(connection)) } catch {
+                            return RelayListing(index: j, problem: VaultError.words(for: error))
+                        }
                     }
                 }
-                var all: [(Int, Result<[RelayAPI.MessageEntry], Error>)] = []
-                for await listing in tasks { all.append(listing) }
-                return all.sorted { $0.0 < $1.0 }
+                var all = [RelayListing?](repeating: nil, count: connections.count)
+                for await listing in tasks { all[listing.index] = listing }
+                return all.compactMap { $0 }
             }
-            for (j, listing) in listings {
-                switch listing {
-                case .success(let entries):
-                    for entry in entries where entry.group == group.idHex {
-                        guard let id = [UInt8](hexID: entry.id) else { continue }
-                        if listed[id] == nil { order.append(id) }
-                        listed[id, default: []].append(j)
-                    }
-                case .failure(let error):
-                    report.problems.append(VaultError.words(for: error))
+            for listing in listings {
+                if let problem = listing.problem { report.problems.append(problem) }
+                for entry in listing.entries where entry.group == group.idHex {
+                    guard let id = [UInt8](hexID: entry.id) else { continue }
+                    if listed[id] == nil { order.append(id) }
+                    listed[id, default: []].append(listing.index)
                 }
             }
             for id in order {
@@ -515,4 +513,12 @@ public enum Messenger {
             }
         }
     }
+}
+
+/// One relay's list of what waits for this identity, or why it could not be had.
+private struct RelayListing: Sendable {
+    /// The relay's place in its group's list.
+    var index: Int
+    var entries: [RelayAPI.MessageEntry] = []
+    var problem: String?
 }
