@@ -13,6 +13,11 @@ let package = Package(
         .library(name: "VaultNet", targets: ["VaultNet"]),
         .library(name: "VaultRelay", targets: ["VaultRelay"]),
         .library(name: "VaultRelayClient", targets: ["VaultRelayClient"]),
+        // Grouper's framework (Docs/API.md): an app's objects synced through a key's group.
+        .library(name: "VaultSync", targets: ["VaultSync"]),
+        // Its example (Examples/AccountBook): the standalone app, and the same app synced.
+        .executable(name: "account-book", targets: ["AccountBook"]),
+        .executable(name: "account-book-synced", targets: ["AccountBookSynced"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
@@ -109,13 +114,31 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // Applications on synced keys: the Swift API over VaultCore's objects, the agent's
+        // item keys and the relay client's object sync.
+        .target(name: "VaultSync", dependencies: ["VaultCore", "VaultNet", "VaultRelayClient"], swiftSettings: strict),
         .executableTarget(
             name: "vault",
             dependencies: [
-                "VaultCore", "VaultNet", "VaultRelay", "VaultRelayClient", "CVaultProcess",
+                "VaultCore", "VaultNet", "VaultRelay", "VaultRelayClient", "VaultSync", "CVaultProcess",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: [.swiftLanguageMode(.v5)] + strict
+        ),
+
+        // The examples, built with the package (no second build of its dependencies) and
+        // driven by vaultTests (AppTests). The synced one differs from the standalone one by
+        // Examples/AccountBook/sync.diff, which a test keeps true.
+        .executableTarget(
+            name: "AccountBook",
+            dependencies: [.product(name: "GRDB", package: "GRDB.swift"), .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Examples/AccountBook/Standalone", swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "AccountBookSynced",
+            dependencies: ["VaultSync", .product(name: "GRDB", package: "GRDB.swift"),
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Examples/AccountBook/Synced", swiftSettings: strict
         ),
 
         .target(name: "VaultTestSupport", dependencies: ["VaultCore", "CSodium"], swiftSettings: strict),

@@ -56,13 +56,17 @@ public final class HolderWatch: @unchecked Sendable {
 /// A wake-up that is kept until waited for, and a wait that ends when its task is
 /// cancelled. (An AsyncStream ends for good when the task reading it is cancelled: every
 /// later wait would return at once.)
-final class Wakeup: @unchecked Sendable {
+public final class Wakeup: @unchecked Sendable {
     private let lock = NSLock()
     private var pending = false
     private var waiter: CheckedContinuation<Void, Never>?
     private var cancelled = false
 
-    func signal() {
+    /// A wake-up with nothing pending.
+    public init() {}
+
+    /// Ends the current wait, or the next one if none is under way.
+    public func signal() {
         let waiting = lock.withLock { () -> CheckedContinuation<Void, Never>? in
             defer { waiter = nil }
             if waiter == nil { pending = true }
@@ -71,7 +75,8 @@ final class Wakeup: @unchecked Sendable {
         waiting?.resume()
     }
 
-    func wait() async {
+    /// Returns at the next signal (at once if one is pending), or when the task is cancelled.
+    public func wait() async {
         lock.withLock { cancelled = false }
         await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in

@@ -250,11 +250,15 @@ public enum Messenger {
     ///
     /// Object messages (item changes of synced keys, Docs/RELAY.md "Object sync") are
     /// applied to the keystore as they come; with `objectsOnly` (`vault sync`) messages that
-    /// are shares are left on the relays for `vault receive`, unopened.
+    /// are shares are left on the relays for `vault receive`, unopened. With `leavingHolderMail`
+    /// (an app's sync, beside the watch of `vault serve`) holder messages are left to serve.
+    /// Without `refreshingGroups` the group records held are used as they are (an app's
+    /// sync asks for new ones once a minute, not at every sync).
     public static func receive(groupName: String?, keystore: Keystore, identity: Identity, sink: MessageSink?,
-                               objectsOnly: Bool = false) async throws -> ReceiveReport {
+                               objectsOnly: Bool = false, leavingHolderMail: Bool = false,
+                               refreshingGroups: Bool = true) async throws -> ReceiveReport {
         var report = ReceiveReport()
-        await refreshGroups(keystore: keystore, identity: identity, report: &report)
+        if refreshingGroups { await refreshGroups(keystore: keystore, identity: identity, report: &report) }
         let groups = try groupName.map { [try keystore.group(named: $0)] } ?? keystore.groups()
         let spool = try Spool(home: keystore.home)
         for group in groups {
@@ -262,15 +266,25 @@ public enum Messenger {
             // Which relays list which message of this group.
             var listed: [[UInt8]: [Int]] = [:]
             var order: [[UInt8]] = []
-            for (j, connection) in connections.enumerated() {
-                do {
-                    for entry in try await list(connection) where entry.group == group.idHex {
-                        guard let id = [UInt8](hexID: entry.id) else { continue }
-                        if listed[id] == nil { order.append(id) }
-                        listed[id, default: []].append(j)
+            // The relays are listed at once, and their lists taken in the group's order.
+            let listings = await withTaskGroup(of: RelayListing.self) { tasks in
+                for (j, connection) in connections.enumerated() {
+                    tasks.addTask {
+                        do { return RelayListing(index: j, entries: try await list(connection)) } catch {
+                            return RelayListing(index: j, problem: VaultError.words(for: error))
+                        }
                     }
-                } catch {
-                    report.problems.append(VaultError.words(for: error))
+                }
+                var all = [RelayListing?](repeating: nil, count: connections.count)
+                for await listing in tasks { all[listing.index] = listing }
+                return all.compactMap { $0 }
+            }
+            for listing in listings {
+                if let problem = listing.problem { report.problems.append(problem) }
+                for entry in listing.entries where entry.group == group.idHex {
+                    guard let id = [UInt8](hexID: entry.id) else { continue }
+                    if listed[id] == nil { order.append(id) }
+                    listed[id, default: []].append(listing.index)
                 }
             }
             for id in order {
@@ -292,8 +306,10 @@ public enum Messenger {
                     // An object message is whole on every relay: one good copy is enough.
                     if object != nil { break }
                     do {
-                        switch try await fetch(id, in: group, from: connections[j], index: j + 1, spool: spool, identity: identity,
-                                               objectsOnly: objectsOnly) {
+                        switch try await SyncClock.measure(.download, {
+                            try await fetch(id, in: group, from: connections[j], index: j + 1, spool: spool, identity: identity,
+                                            objectsOnly: objectsOnly, leavingHolderMail: leavingHolderMail)
+                        }) {
                         case .share(let share): shares.append(share)
                         case .object(let message, let path): object = (message, path)
                         case .skipped: isShare = true
@@ -444,7 +460,7 @@ public enum Messenger {
     /// to, and for a share this relay's index and this identity's box. A message that fails
     /// names its relay.
     static func fetch(_ id: [UInt8], in group: GroupRecord, from connection: RelayConnection, index: Int, spool: Spool,
-                      identity: Identity, objectsOnly: Bool, holderOnly: Bool = false) async throws -> Fetched {
+                      identity: Identity, objectsOnly: Bool, holderOnly: Bool = false, leavingHolderMail: Bool = false) async throws -> Fetched {
         let path = spool.newPath()
         let output = try OutputFile(path: path)
         var incoming = IncomingRelayMessage(maximumLength: IncomingMessageShare.largest)
@@ -460,6 +476,7 @@ public enum Messenger {
                         if holderOnly, incoming.isDecided, incoming.object.map({ $0.header.map { $0.kind != .holder } ?? false }) ?? true {
                             throw SkippedShare()
                         }
+                        if leavingHolderMail, incoming.object?.header?.kind == .holder { throw SkippedShare() }
                         try output.write(bytes)
                     }
                 }
@@ -497,4 +514,12 @@ public enum Messenger {
             }
         }
     }
+}
+
+/// One relay's list of what waits for this identity, or why it could not be had.
+private struct RelayListing: Sendable {
+    /// The relay's place in its group's list.
+    var index: Int
+    var entries: [RelayAPI.MessageEntry] = []
+    var problem: String?
 }

@@ -17,6 +17,9 @@ public struct SyncReport: Sendable {
     public var snapshotsSent: [(key: String, member: String)] = []
     public var snapshotsAsked: [String] = []
 
+    /// Nothing done yet.
+    public init() {}
+
     /// Whether nothing came in or went out.
     public var isEmpty: Bool {
         applied + superseded + duplicates + checked == 0 && published.isEmpty && started.isEmpty && snapshotsSent.isEmpty
@@ -74,7 +77,7 @@ public enum ObjectSync {
         guard accepted >= settings.minimumRelays else {
             throw VaultError.invalidSecret("only \(accepted) of the \(settings.minimumRelays) relays needed stored the changes to '\(name)'; they stay here for the next sync")
         }
-        for change in unpublished { try keystore.markPublished(change) }
+        try keystore.markPublished(unpublished)
         report.published.append((name, unpublished.count, accepted))
     }
 
@@ -114,8 +117,10 @@ public enum ObjectSync {
             let plain = spool.newPath("object.plain")
             defer { unlink(plain) }
             let output = try OutputFile(path: plain)
-            try ObjectMessage.open(message, path: path, recipient: identity, emit: output.write)
-            try output.commit()
+            try SyncClock.measure(.open) {
+                try ObjectMessage.open(message, path: path, recipient: identity, emit: output.write)
+                try output.commit()
+            }
             if try keystore.syncSettings(keyID: header.keyID) == nil {
                 // Items held here that are copies of versions in this message (exported by
                 // hand before) are not stated again (``Keystore/startSync``).
@@ -153,13 +158,17 @@ public enum ObjectSync {
                     let copiesAfter = (try? Set(keystore.items(keyID: header.keyID).filter(\.isConflict).map(\.id))) ?? []
                     report.sync.conflicts += copiesAfter.subtracting(copiesBefore).count
                 }
-                try ObjectEntries.read(path: plain) { change, record, content in
+                let started = ContinuousClock.now
+                defer { SyncClock.current?.add(.apply, ContinuousClock.now - started) }
+                // Every author is checked before the batch, which holds the keystore.
+                try ObjectEntries.read(path: plain) { change, _, _ in _ = try authors.refusal(change.author, keyID: change.keyID) }
+                try keystore.applyingChanges { batch in try ObjectEntries.read(path: plain) { change, record, content in
                     guard change.keyID == header.keyID else {
                         return report.problems.append("a change in message \(id) from \(sender.label) is for another key; ignored")
                     }
                     do {
-                        switch try keystore.apply(change, record: record, content: content.map { content in { content } }, itemKey: { _ in nil },
-                                                  authors: authors) {
+                        switch try batch.apply(change, record: record, content: content.map { content in { content } }, itemKey: { _ in nil },
+                                               authors: authors) {
                         case .current, .conflict: report.sync.applied += 1
                         case .superseded: report.sync.superseded += 1
                         case .duplicate: report.sync.duplicates += 1
@@ -173,7 +182,7 @@ public enum ObjectSync {
                     } catch {
                         report.problems.append("change \(change.version) to item \(change.itemID.hex.prefix(8)) from \(sender.label): \(VaultError.words(for: error)); not applied")
                     }
-                }
+                } }
             }
             _ = try keystore.recordReceived(object: header)
             return true
@@ -213,12 +222,14 @@ public enum ObjectSync {
     static func send(_ request: ObjectMessage.Request, group: GroupRecord, keystore: Keystore, identity: Identity,
                              entries: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void) async throws -> Int {
         let spool = try Spool(home: keystore.home)
-        let (path, header) = try ObjectMessage.write(request, entries: entries, sender: identity, spool: spool)
+        let (path, header) = try SyncClock.measure(.seal) { try ObjectMessage.write(request, entries: entries, sender: identity, spool: spool) }
         defer { unlink(path) }
         // One file for every relay: hashed once, not once a relay.
         let digest = try Spool.hash(path)
-        let stored = await Messenger.store(Array(repeating: path, count: group.relays.count), message: header.messageID,
-                                           in: group, identity: identity, digest: digest)
+        let stored = await SyncClock.measure(.upload) {
+            await Messenger.store(Array(repeating: path, count: group.relays.count), message: header.messageID, in: group, identity: identity,
+                                  digest: digest)
+        }
         return stored.accepted.count
     }
 

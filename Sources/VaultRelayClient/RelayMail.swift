@@ -4,9 +4,9 @@ import VaultCore
 /// Waiting for what the relays of a user's groups hold for it, without polling: each relay
 /// holds a waiting list (``RelayConnection/messages(after:wait:)``) until something for this
 /// identity is stored there.
-enum RelayMail {
+public enum RelayMail {
     /// Per relay (by its card's fingerprint): the cursor of the last message it listed.
-    typealias Cursors = [String: Int64]
+    public typealias Cursors = [String: Int64]
 
     /// How long one waiting list is held: a relay answers at the latest after this, and the
     /// watch looks again.
@@ -25,7 +25,7 @@ enum RelayMail {
 
     /// The cursors after what each relay lists now. Taken before a pass reads the relays:
     /// whatever comes during the pass then ends the next wait at once.
-    static func latest(groups: [GroupRecord], identity: Identity) async -> Cursors {
+    public static func latest(groups: [GroupRecord], identity: Identity) async -> Cursors {
         await withTaskGroup(of: (String, Int64?).self) { tasks in
             for (fingerprint, connection) in connections(groups, identity: identity) {
                 tasks.addTask {
@@ -52,7 +52,7 @@ enum RelayMail {
     /// Returns once any relay of `groups` lists something after its cursor, or its waiting
     /// list ends (``wait`` seconds), or `until`. A relay that cannot be reached is waited
     /// out rather than asked again at once.
-    static func waitForMail(groups: [GroupRecord], identity: Identity, after cursors: Cursors, until: Date = .distantFuture) async {
+    public static func waitForMail(groups: [GroupRecord], identity: Identity, after cursors: Cursors, until: Date = .distantFuture) async {
         let left = until.timeIntervalSinceNow
         guard left > 0 else { return }
         let seconds = max(1, min(wait, Int(left.rounded(.up))))

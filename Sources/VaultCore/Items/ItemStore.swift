@@ -126,21 +126,29 @@ extension Keystore {
     }
 
     /// Decrypts a stored item: `metadataReady` gets its encrypted fields, then `content`
-    /// its content, only as authenticated chunks. Marks it opened.
+    /// its content, only as authenticated chunks. Marks it opened, unless `marking` is false
+    /// (a reader of many items marks them at once, ``markOpened(_:)``).
     @discardableResult
     /// `password` is asked only when the item has a password layer.
     public func openItem(_ item: StoredItem, itemKey: SecureBytes,
                          password: @escaping () throws -> SecureBytes = { throw VaultError.passwordRequired },
-                         metadataReady: @escaping (SecretMetadata) throws -> Void = { _ in },
+                         metadataReady: @escaping (SecretMetadata) throws -> Void = { _ in }, marking: Bool = true,
                          content: @escaping (UnsafeRawBufferPointer) throws -> Void) throws -> SecretMetadata {
         let metadata = try withItemStream(item) { source in
             try ItemCrypto.openStream(item.header, source: &source, itemKey: itemKey, password: password,
                                       metadataReady: metadataReady, content: content)
         }
-        if item.isNew || item.unopened {
-            try write { db in try db.execute(sql: "UPDATE item SET is_new = 0, unopened = 0 WHERE id = ?", arguments: [Data(item.id)]) }
-        }
+        if marking { try markOpened([item]) }
         return metadata
+    }
+
+    /// Marks items as opened (no longer new), in one transaction.
+    public func markOpened(_ items: [StoredItem]) throws(VaultError) {
+        let marked = items.filter { $0.isNew || $0.unopened }
+        guard !marked.isEmpty else { return }
+        try write { db in
+            for item in marked { try db.execute(sql: "UPDATE item SET is_new = 0, unopened = 0 WHERE id = ?", arguments: [Data(item.id)]) }
+        }
     }
 
     /// Re-encrypts an item under another key as a new item (`newHeader`), streaming.
@@ -253,6 +261,7 @@ extension Keystore {
             arguments: [Data(id), Data(header.keyID), Data(header.encoded()), Int64(size), Int64(streamLength),
                         isNew ? 1 : 0, Int64(Date().timeIntervalSince1970), version.map { Int64($0.counter) },
                         version.map { Data($0.author) }, unopened ? 1 : 0])
+        try noteAppObject(header, db)
         return try StoredItem(row: Row.fetchOne(db, sql: "SELECT * FROM item WHERE id = ?", arguments: [Data(id)])!)
     }
 }

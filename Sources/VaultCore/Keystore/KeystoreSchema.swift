@@ -414,6 +414,39 @@ enum KeystoreSchema {
                 ALTER TABLE identity_new RENAME TO identity;
                 """)
         }
+        // Applications on synced keys (Docs/API.md, FORMAT.md §22). Which items are which
+        // application's objects (learnt from a put's header, so that a delete, which has no
+        // header, still names its object); what happened to them, in the order this keystore
+        // learnt it, for apps to read after a cursor (only the entries that still describe
+        // an object's state are kept: at most its heads); each app's cursor.
+        migrator.registerMigration("v16-apps") { db in
+            try db.execute(sql: """
+                CREATE TABLE app_object (
+                    item_id BLOB PRIMARY KEY CHECK (length(item_id) = 16),
+                    key_id BLOB NOT NULL CHECK (length(key_id) = 16),
+                    app TEXT NOT NULL,
+                    type TEXT NOT NULL,
+                    object TEXT NOT NULL
+                ) WITHOUT ROWID;
+                CREATE INDEX app_object_by_app ON app_object (key_id, app);
+                CREATE TABLE app_event (
+                    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                    item_id BLOB NOT NULL CHECK (length(item_id) = 16),
+                    counter INTEGER NOT NULL CHECK (counter > 0),
+                    author BLOB NOT NULL CHECK (length(author) = 32),
+                    kind INTEGER NOT NULL CHECK (kind IN (1, 2, 3)),
+                    local INTEGER NOT NULL CHECK (local IN (0, 1)),
+                    at INTEGER NOT NULL
+                );
+                CREATE INDEX app_event_by_item ON app_event (item_id);
+                CREATE TABLE app_cursor (
+                    app TEXT NOT NULL,
+                    key_id BLOB NOT NULL CHECK (length(key_id) = 16),
+                    seq INTEGER NOT NULL,
+                    PRIMARY KEY (app, key_id)
+                ) WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 

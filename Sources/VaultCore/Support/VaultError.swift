@@ -162,6 +162,9 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
     case itemDoesNotOpen
     /// Text that should be an armored item or a QR item is not one.
     case badArmor(String)
+    /// An application's object (Docs/API.md) cannot be stored as asked: a name that breaks
+    /// the rules, a value too large or not JSON.
+    case invalidAppObject(String)
 
     // Bugs.
     /// A step that should never fail did, with an error vault's code did not turn into one
@@ -253,6 +256,7 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
         case .duplicateItem(let id): "the keystore already holds item \(id.prefix(16))"
         case .itemDoesNotOpen: "the item does not open under its key: it was altered, or made under another key"
         case .badArmor(let detail): "not a vault item: \(detail)"
+        case .invalidAppObject(let detail): detail
         case .unexpected(let detail): "unexpected failure: \(detail); please report it"
         }
     }

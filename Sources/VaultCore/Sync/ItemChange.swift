@@ -161,6 +161,22 @@ public struct ItemChange: Equatable, Sendable {
         }
     }
 
+    /// The superseded versions of a record stored by the keystore (checked when it was
+    /// stored), read at their place in the body without parsing the rest; nil when the
+    /// record is too short for them.
+    static func storedSupersedes(_ record: [UInt8]) -> [ItemVersion]? {
+        // key id, item id, counter, author card, operation, created
+        let countAt = SignedFrame.startLength + 16 + 16 + 8 + KeyCard.encodedLength + 1 + 8
+        guard record.count > countAt else { return nil }
+        let count = Int(record[countAt])
+        guard count <= maximumSuperseded, record.count >= countAt + 1 + 40 * count else { return nil }
+        return (0..<count).map { i in
+            let at = countAt + 1 + 40 * i
+            let counter = record[at..<(at + 8)].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            return ItemVersion(counter: counter, author: Array(record[(at + 8)..<(at + 40)]))
+        }
+    }
+
     /// The length of the record whose first ``SignedFrame/startLength`` bytes are `start`,
     /// or nil when they cannot start one.
     public static func recordLength(start: [UInt8]) -> Int? {

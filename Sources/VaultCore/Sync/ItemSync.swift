@@ -23,6 +23,9 @@ public final class AuthorChecks {
     /// Checks against `keystore`.
     public init(_ keystore: Keystore) { self.keystore = keystore }
 
+    /// The answer for `author` and `keyID` if it was asked already (outer nil: not asked).
+    func known(_ author: KeyCard, keyID: [UInt8]) -> String?? { answers[author.encoded + keyID] }
+
     /// Why `author` may not change the items of `keyID`, or nil when it may.
     public func refusal(_ author: KeyCard, keyID: [UInt8]) throws(VaultError) -> String? {
         let key = author.encoded + keyID
@@ -151,29 +154,35 @@ extension Keystore {
             throw VaultError.malformed(what: "the item change", detail: refusal)
         }
         return try Self.storage(on: home.directory) {
-            try database.write { db in
-                let known = try changes(item: change.itemID, db)
-                if let same = known.first(where: { $0.change.version == change.version }) {
-                    // An author never signs two changes with one version: two records
-                    // under one version mean its key signed something it should not have.
-                    guard same.record == record else {
-                        throw VaultError.malformed(what: "the item change", detail: "its author signed another change with the same version")
-                    }
-                    return .duplicate
-                }
-                guard known.allSatisfy({ $0.change.keyID == change.keyID }) else {
-                    throw VaultError.malformed(what: "the item change", detail: "its item belongs to another key")
-                }
-                let heads = try materialize(item: change.itemID, known: known.map { ItemHeads.Entry($0.change) },
-                                            adding: ItemHeads.Entry(change), db) { rowID in
-                    // A put sent without its content must be superseded by what came before it.
-                    guard let content else { throw VaultError.malformed(what: "the item change", detail: "its content was not sent") }
-                    try storeContent(of: change, from: content(), rowID: rowID, itemKey: itemKey, db)
-                }
-                try insert(change, record: record, published: true, db)
-                return Self.outcome(of: change.version, in: heads)
-            }
+            try database.write { db in try applyChange(change, record: record, content: content, itemKey: itemKey, db) }
         }
+    }
+
+    /// ``apply(_:record:content:itemKey:authors:)`` in the caller's transaction, once its
+    /// author is allowed.
+    func applyChange<Content: ByteSource>(_ change: ItemChange, record: [UInt8], content: (() throws -> Content)?,
+                                          itemKey: (ItemHeader) throws -> SecureBytes?, _ db: Database) throws -> ChangeOutcome {
+        let known = try entries(item: change.itemID, db)
+        if let same = known.first(where: { $0.entry.version == change.version }) {
+            // An author never signs two changes with one version: two records
+            // under one version mean its key signed something it should not have.
+            guard same.record == record else {
+                throw VaultError.malformed(what: "the item change", detail: "its author signed another change with the same version")
+            }
+            return .duplicate
+        }
+        guard known.allSatisfy({ $0.keyID == change.keyID }) else {
+            throw VaultError.malformed(what: "the item change", detail: "its item belongs to another key")
+        }
+        let heads = try materialize(item: change.itemID, known: known.map(\.entry),
+                                    adding: ItemHeads.Entry(change), db) { rowID in
+            // A put sent without its content must be superseded by what came before it.
+            guard let content else { throw VaultError.malformed(what: "the item change", detail: "its content was not sent") }
+            try storeContent(of: change, from: content(), rowID: rowID, itemKey: itemKey, db)
+        }
+        try insert(change, record: record, published: true, db)
+        try recordAppEvents(item: change.itemID, before: ItemHeads(known.map(\.entry)), after: heads, local: false, db)
+        return Self.outcome(of: change.version, in: heads)
     }
 
     /// Makes a change by `author` to an item of synced `keyID`, superseding `supersedes`
@@ -185,17 +194,19 @@ extension Keystore {
     func authorChange(_ operation: ItemChange.Operation, item itemID: [UInt8], keyID: [UInt8], supersedes: [ItemVersion],
                       author: Identity, _ db: Database, store: ([UInt8], ItemVersion) throws -> StoredItem?) throws -> ItemChange {
         precondition(supersedes.count <= ItemChange.maximumSuperseded)
-        let known = try changes(item: itemID, db)
+        let known = try entries(item: itemID, db)
         let clock = UInt64(try Int64.fetchOne(db, sql: "SELECT counter FROM item_clock WHERE key_id = ?", arguments: [Data(keyID)]) ?? 0)
         guard clock < ItemChange.maximumCounter else {
             throw VaultError.invalidSecret("the key's version counter is used up (a holder signed a change numbered \(clock)): make a new key")
         }
         let version = ItemVersion(counter: clock + 1, author: author.card.signingKey)
         var stored: StoredItem?
-        _ = try materialize(item: itemID, known: known.map { ItemHeads.Entry($0.change) },
-                            adding: ItemHeads.Entry(version: version, operation: operation, supersedes: supersedes), db) { rowID in
+        let before = known.map(\.entry)
+        let after = try materialize(item: itemID, known: before,
+                                    adding: ItemHeads.Entry(version: version, operation: operation, supersedes: supersedes), db) { rowID in
             stored = try store(rowID, version)
         }
+        try recordAppEvents(item: itemID, before: ItemHeads(before), after: after, local: true, db)
         var length: UInt64 = 0
         let hasher = SHA256Hasher()
         if operation == .put {
@@ -228,7 +239,7 @@ extension Keystore {
             let ids = try Data.fetchAll(db, sql: "SELECT DISTINCT item_id FROM item_change WHERE key_id = ? ORDER BY item_id",
                                         arguments: [Data(keyID)])
             return try ids.map { id in
-                ([UInt8](id), ItemHeads(try changes(item: [UInt8](id), db).map { ItemHeads.Entry($0.change) }))
+                ([UInt8](id), ItemHeads(try entries(item: [UInt8](id), db).map(\.entry)))
             }
         }
     }
@@ -243,9 +254,16 @@ extension Keystore {
 
     /// Marks a change as stored on enough relays.
     public func markPublished(_ change: ItemChange) throws(VaultError) {
+        try markPublished([change])
+    }
+
+    /// Marks changes as stored on enough relays, in one transaction (one sync's worth).
+    public func markPublished(_ changes: [ItemChange]) throws(VaultError) {
         try write { db in
-            try db.execute(sql: "UPDATE item_change SET published = 1 WHERE item_id = ? AND counter = ? AND author = ?",
-                           arguments: [Data(change.itemID), Int64(change.version.counter), Data(change.version.author)])
+            for change in changes {
+                try db.execute(sql: "UPDATE item_change SET published = 1 WHERE item_id = ? AND counter = ? AND author = ?",
+                               arguments: [Data(change.itemID), Int64(change.version.counter), Data(change.version.author)])
+            }
         }
     }
 
@@ -290,12 +308,32 @@ extension Keystore {
     /// key is at hand: its stream must open, and its payload agree with its header (as far as
     /// a password layer lets that be seen). Marks it opened; throws when it does not open.
     public func checkUnopened(_ item: StoredItem, itemKey: SecureBytes) throws {
+        if let failure = try checkUnopened([(item, itemKey)]).first { throw failure.error }
+    }
+
+    /// Checks several unopened items (``checkUnopened(_:itemKey:)``) in one transaction, one
+    /// savepoint each: those that open are marked opened; returns those that do not, with
+    /// why. A failure of this machine (its disk) is thrown, and nothing is marked.
+    public func checkUnopened(_ items: [(item: StoredItem, itemKey: SecureBytes)]) throws -> [(item: StoredItem, error: Error)] {
         try Self.storage(on: home.directory) {
             try database.write { db in
-                let check = ImportCheck(item.header)
-                try openStoredStream(item.id, itemKey: itemKey, db, emit: check.write)
-                do { try check.finish() } catch { throw Self.openingFailure(error) }
-                try db.execute(sql: "UPDATE item SET unopened = 0, size = ? WHERE id = ?", arguments: [Int64(check.size), Data(item.id)])
+                var failures: [(item: StoredItem, error: Error)] = []
+                for (item, itemKey) in items {
+                    do {
+                        try db.inSavepoint {
+                            let check = ImportCheck(item.header)
+                            try openStoredStream(item.id, itemKey: itemKey, db, emit: check.write)
+                            do { try check.finish() } catch { throw Self.openingFailure(error) }
+                            try db.execute(sql: "UPDATE item SET unopened = 0, size = ? WHERE id = ?", arguments: [Int64(check.size), Data(item.id)])
+                            return .commit
+                        }
+                    } catch let error as DatabaseError {
+                        throw error
+                    } catch {
+                        failures.append((item, error))
+                    }
+                }
+                return failures
             }
         }
     }
@@ -304,7 +342,32 @@ extension Keystore {
 
     /// What the changes known for `itemID` make of it.
     func heads(item itemID: [UInt8], _ db: Database) throws -> ItemHeads {
-        ItemHeads(try changes(item: itemID, db).map { ItemHeads.Entry($0.change) })
+        ItemHeads(try entries(item: itemID, db).map(\.entry))
+    }
+
+    /// A known change as far as ordering needs it, with its key and its record as stored.
+    private struct KnownEntry {
+        let entry: ItemHeads.Entry
+        let keyID: [UInt8]
+        let record: [UInt8]
+    }
+
+    /// The changes known for `itemID`, read for ordering only: from the columns and the
+    /// superseded list of each stored record, not parsed whole. Every change to an item reads
+    /// its whole history, and a full parse checks the author's card's curve points (some 50 µs
+    /// a record): a hundred edits made a write take milliseconds.
+    private func entries(item itemID: [UInt8], _ db: Database) throws -> [KnownEntry] {
+        try Row.fetchAll(db, sql: "SELECT counter, author, key_id, operation, record FROM item_change WHERE item_id = ?",
+                         arguments: [Data(itemID)]).map { row in
+            let record = [UInt8](row[4] as Data)
+            guard let operation = ItemChange.Operation(rawValue: UInt8(row[3] as Int)),
+                  let supersedes = ItemChange.storedSupersedes(record) else {
+                throw VaultError.keystoreCorrupt("a stored item change does not parse")
+            }
+            let version = ItemVersion(counter: UInt64(row[0] as Int64), author: [UInt8](row[1] as Data))
+            return KnownEntry(entry: ItemHeads.Entry(version: version, operation: operation, supersedes: supersedes),
+                              keyID: [UInt8](row[2] as Data), record: record)
+        }
     }
 
     private struct KnownChange {

@@ -224,6 +224,22 @@ public struct AgentClient: Sendable {
         }
     }
 
+    /// The item keys for several headers under `keyID` (their hashes), asked on one
+    /// connection: an app reading or writing many objects pays for one connection, not one
+    /// each. nil for each when the key is locked.
+    public func itemKeys(keyID: [UInt8], headerHashes: [[UInt8]]) async throws -> [SecureBytes?] {
+        guard !headerHashes.isEmpty else { return [] }
+        var answers = try await ask(headerHashes.map { [AgentRequest.derive.rawValue] + keyID + $0 })
+        defer { for i in answers.indices { answers[i].wipe() } }
+        return try answers.map { answer in
+            switch answer.first {
+            case AgentStatus.ok.rawValue where answer.count == 1 + SharedKey.length: return SecureBytes(copying: answer.dropFirst())
+            case AgentStatus.locked.rawValue: return nil
+            default: throw NetError.protocolViolation("the agent sent a malformed answer")
+            }
+        }
+    }
+
     /// Locks one key, or every key; returns how many were unlocked.
     public func lock(keyID: [UInt8]?) async throws -> Int {
         let answer = try await ask([AgentRequest.lock.rawValue] + (keyID ?? []))
@@ -271,6 +287,11 @@ public struct AgentClient: Sendable {
     /// One request and its answer, on a new connection (closed by an idle timeout if the
     /// agent never answers).
     private func ask(_ request: [UInt8]) async throws -> [UInt8] {
+        try await ask([request])[0]
+    }
+
+    /// Requests and their answers, one after the other on one new connection.
+    private func ask(_ requests: [[UInt8]]) async throws -> [[UInt8]] {
         let connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>
         do {
             connection = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -281,10 +302,14 @@ public struct AgentClient: Sendable {
         }
         do {
             return try await connection.executeThenClose { inbound, outbound in
-                try await outbound.write(ByteBuffer(bytes: request))
                 var iterator = inbound.makeAsyncIterator()
-                guard let answer = try await iterator.next() else { throw NetError.closed }
-                return Array(answer.readableBytesView)
+                var answers: [[UInt8]] = []
+                for request in requests {
+                    try await outbound.write(ByteBuffer(bytes: request))
+                    guard let answer = try await iterator.next() else { throw NetError.closed }
+                    answers.append(Array(answer.readableBytesView))
+                }
+                return answers
             }
         } catch {
             throw NetError.lifting(error)

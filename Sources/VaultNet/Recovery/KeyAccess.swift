@@ -19,6 +19,13 @@ public struct KeyAccess: Sendable {
         try await agent?.itemKey(keyID: holding.keyID, headerHash: SharedKey.headerHash(header))
     }
 
+    /// The item keys for `headers` (all of `holding`'s key) from the agent, on one
+    /// connection; nil for each when no agent runs or the key is locked in it.
+    public func unlockedItemKeys(for headers: [ItemHeader], holding: KeyHolding) async throws -> [SecureBytes?] {
+        guard let agent else { return headers.map { _ in nil } }
+        return try await agent.itemKeys(keyID: holding.keyID, headerHashes: headers.map(SharedKey.headerHash))
+    }
+
     /// The item key for `header`, whose shared key is `holding`. With an agent, a locked
     /// key is an error (`keyLocked`), so `vault lock` means what it says; without one,
     /// `recover` brings the shared key for this call only.

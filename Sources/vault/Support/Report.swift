@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import VaultCore
 import VaultNet
+import VaultSync
 
 /// Exit codes, documented in Docs/CLI.md.
 enum ExitStatus {
@@ -50,6 +51,8 @@ enum Report {
             if case .pending = error { return ExitStatus.pending }
         case let error as NetError:
             print(error.description, hint: hint(for: error))
+        case let error as AppError:
+            print(error.description, hint: error.hint)
         case is CancellationError:
             print("interrupted", hint: nil)
         default:

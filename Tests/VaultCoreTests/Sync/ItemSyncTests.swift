@@ -366,3 +366,21 @@ final class SyncTrio {
         #expect(heads.winner?.version == tie && heads.isDeleted && heads.conflicts.map(\.version) == [high])
     }
 }
+
+extension ItemSyncTests {
+    /// The keystore reads the superseded versions of stored records at their place, without
+    /// parsing the rest (every write reads its item's whole history): what it reads is what
+    /// the full parse reads, for records superseding 0, 1 and 16 versions.
+    @Test func storedSupersededVersionsAreReadAtTheirPlace() throws {
+        let trio = try SyncTrio()
+        for count in [0, 1, 16] {
+            let supersedes = (0..<count).map { ItemVersion(counter: UInt64($0 + 1), author: Array(repeating: UInt8($0), count: 32)) }
+            let change = ItemChange(keyID: trio.keyID, itemID: Array(repeating: 7, count: 16), counter: 100, author: trio.identities[0].card,
+                                    operation: .delete, createdAt: 1, supersedes: supersedes, contentLength: 0,
+                                    contentHash: Array(repeating: 0, count: 32))
+            let record = change.signed(by: trio.identities[0])
+            #expect(ItemChange.storedSupersedes(record) == (try ItemChange(record: record)).supersedes)
+            #expect(ItemChange.storedSupersedes(Array(record.prefix(123 + 40 * count))) == nil)
+        }
+    }
+}

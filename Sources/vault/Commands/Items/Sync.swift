@@ -3,6 +3,7 @@ import Foundation
 import VaultCore
 import VaultNet
 import VaultRelayClient
+import VaultSync
 
 struct KeySync: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -141,22 +142,8 @@ enum SyncRun {
     /// whose key is now unlocked in the agent; returns how many opened. One that does not
     /// open is reported by its author and stays unopened.
     static func openUnopened(keystore: Keystore, only keyID: [UInt8]? = nil, problems: inout [String]) async -> Int {
-        let unopened = ((try? keystore.items(keyID: keyID)) ?? []).filter(\.unopened)
-        guard !unopened.isEmpty else { return 0 }
-        let access = await KeyAccess.open(keystore)
-        let authors = try? AuthorNames(keystore)
-        var opened = 0
-        for item in unopened {
-            guard let holding = try? keystore.sharedKey(id: item.header.keyID),
-                  let itemKey = try? await access.unlockedItemKey(for: item.header, holding: holding) else { continue }
-            do {
-                try keystore.checkUnopened(item, itemKey: itemKey)
-                opened += 1
-            } catch {
-                let author = item.version.map { authors?.name($0.author) ?? String($0.author.hex.prefix(8)) } ?? "?"
-                problems.append("item \(item.idHex.prefix(16)) from \(author): \(VaultError.words(for: error)); it stays unopened")
-            }
-        }
+        let (opened, failed) = await UnopenedItems.open(keystore: keystore, only: keyID, access: await KeyAccess.open(keystore))
+        problems += failed
         return opened
     }
 

@@ -26,7 +26,27 @@ struct Bench: AsyncParsableCommand {
     @Flag(help: "Measure over loopback instead: recovery latency (1 KiB) and delivering 100 MiB to the other holders.")
     var lan = false
 
+    @Flag(help: "Measure object sync between two account books instead (scripts/bench-sync sets them up).")
+    var sync = false
+
+    @Option(help: ArgumentHelp("With --sync: the sender's and the receiver's homes, comma-separated.", valueName: "a,b"))
+    var syncHomes: String?
+
+    @Option(help: ArgumentHelp("With --sync: the shared key's id.", valueName: "id"))
+    var syncKey: String?
+
+    @Option(help: ArgumentHelp("With --sync: how many objects each case updates.", valueName: "m"))
+    var objects: [Int] = [1, 10, 50, 100]
+
+    @Option(help: ArgumentHelp("With --sync: runs per case (the median is printed).", valueName: "n"))
+    var runs = 5
+
     func run() async throws {
+        if sync {
+            guard let syncHomes, let syncKey else { throw CLIError.invalidInput("--sync needs --sync-homes A,B and --sync-key ID") }
+            guard runs >= 1, objects.allSatisfy({ (1...1000).contains($0) }) else { throw CLIError.invalidInput("--runs is 1 or more, --objects 1 to 1000") }
+            return try await SyncBench.measure(homes: syncHomes.split(separator: ",").map(String.init), key: syncKey, counts: objects, runs: runs)
+        }
         let base = (scratch ?? NSTemporaryDirectory()) + "/vault-bench-\(getpid())"
         try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
         defer { Self.removeScratch(base) }
