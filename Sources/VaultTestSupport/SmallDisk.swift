@@ -40,7 +40,9 @@ public final class SmallDisk: @unchecked Sendable {
     /// Fills the disk until at most `free` bytes are left for new data.
     public func fill(leaving free: Int = 0) throws {
         let filler = outside(path + "/filler")
-        let fd = open(filler, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        // O_CLOEXEC: tests run in parallel, and a child another test starts meanwhile would
+        // otherwise inherit the filler's descriptor and keep its space after it is unlinked.
+        let fd = open(filler, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw NSError(domain: "SmallDisk", code: Int(errno)) }
         defer { close(fd) }
         let block = [UInt8](repeating: 0x5A, count: 4096)
