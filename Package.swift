@@ -177,6 +177,10 @@ if Context.environment["VAULT_FUZZ"] == "1" {
         ("FuzzReleasedPiece", ["VaultCore"]), ("FuzzItem", ["VaultCore"]), ("FuzzPasswordLayer", ["VaultCore"]),
         ("FuzzNoise", ["VaultNet", "VaultCore"]), ("FuzzPeerMessage", ["VaultNet", "VaultCore"]),
         ("FuzzDNS", ["VaultNet"]), ("FuzzURL", ["VaultCore"]), ("FuzzHolderRecord", ["VaultCore"]),
+        // Issue 37: the relay formats and the relay's own parsing.
+        ("FuzzGroupRecord", ["VaultCore"]), ("FuzzMessageShare", ["VaultCore"]), ("FuzzItemChange", ["VaultCore"]),
+        ("FuzzObjectMessage", ["VaultCore"]), ("FuzzLink", ["VaultCore", "VaultRelayProtocol"]),
+        ("FuzzRelayRequest", ["VaultCore", "VaultRelayProtocol"]),
     ]
     for (name, dependencies) in targets {
         package.targets.append(.executableTarget(name: name, dependencies: dependencies + ["FuzzSupport"], path: "Fuzz/Targets/\(name)",

@@ -195,7 +195,7 @@ public enum HolderMail {
                 var order: [[UInt8]] = []
                 for (j, connection) in connections.enumerated() {
                     do {
-                        for entry in try await Messenger.list(connection) where entry.group == group.idHex {
+                        for entry in try await Messenger.list(connection, group: group) where entry.group == group.idHex {
                             guard let id = [UInt8](hexID: entry.id) else { continue }
                             if listed[id] == nil { order.append(id) }
                             listed[id, default: []].append(j)

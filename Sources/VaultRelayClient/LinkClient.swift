@@ -26,9 +26,11 @@ public enum LinkClient {
     public static let largestBlob: UInt64 = 1 << 30
 
     /// Encrypts `content` under a new link's key into the spool, uploads it to `relay`
-    /// (whose answer must be signed by its pinned card) and returns the link.
+    /// (whose answer must be signed by its pinned card) and returns the link. With `signer`,
+    /// the request is signed: a relay that lists the signer's card then binds the link by
+    /// no per-address quota and allows it its longest lifetime.
     public static func create(_ content: inout some ByteSource, meta: LinkMeta, relay: PinnedRelay, lifetime: UInt64, views: Int,
-                              password: SecureBytes?, home: VaultHome) async throws -> CreatedLink {
+                              password: SecureBytes?, signer: Identity? = nil, home: VaultHome) async throws -> CreatedLink {
         let fragment = LinkKeys.newFragment(password: password != nil)
         let iterations = password == nil ? 0 : LinkKeys.defaultIterations
         let keys = try LinkKeys(fragment: fragment, password: password, iterations: iterations)
@@ -47,7 +49,15 @@ public enum LinkClient {
         let nonce = SecureRandom().bytes(RequestSignature.nonceLength)
         var request = HTTPClientRequest(url: relay.url + "/links")
         request.method = .POST
-        request.headers.add(name: RelayHeader.nonce, value: Base64URL.encode(nonce))
+        if let signer {
+            let (_, hash) = try Spool.hash(path)
+            for (field, value) in RequestSignature.headers(identity: signer, relay: relay.card.signingKey, method: "POST", path: "/links",
+                                                           bodyHash: hash, nonce: nonce) {
+                request.headers.add(name: field, value: value)
+            }
+        } else {
+            request.headers.add(name: RelayHeader.nonce, value: Base64URL.encode(nonce))
+        }
         request.headers.add(name: LinkAPI.Header.ttl, value: String(lifetime))
         request.headers.add(name: LinkAPI.Header.views, value: String(views))
         request.headers.add(name: LinkAPI.Header.iterations, value: String(iterations))

@@ -87,13 +87,21 @@ public struct ReceiveReport: Sendable {
 public enum Messenger {
     /// Publishes `record` to every relay it names. Returns each relay's refusal, if any.
     public static func publish(_ record: GroupRecord, identity: Identity) async -> [RelayError] {
+        await everyRelay(of: record, identity: identity) { connection in
+            let (status, body) = try await connection.send(.PUT, "/v1/groups/\(record.idHex)", body: record.encoded)
+            guard status == 204 else { throw RelayConnection.failure(relay: connection.name, status: status, body: body) }
+        }
+    }
+
+    /// Runs `request` on every relay `record` names, all at once. Returns each relay's
+    /// failure, by relay name.
+    static func everyRelay(of record: GroupRecord, identity: Identity,
+                           _ request: @escaping @Sendable (RelayConnection) async throws -> Void) async -> [RelayError] {
         await withTaskGroup(of: RelayError?.self) { tasks in
             for relay in record.relays {
                 tasks.addTask {
-                    let connection = RelayConnection(relay, identity: identity)
                     do {
-                        let (status, body) = try await connection.send(.PUT, "/v1/groups/\(record.idHex)", body: record.encoded)
-                        guard status == 204 else { return RelayConnection.failure(relay: relay.name.value, status: status, body: body) }
+                        try await request(RelayConnection(relay, identity: identity))
                         return nil
                     } catch let error as RelayError {
                         return error
@@ -102,9 +110,9 @@ public enum Messenger {
                     }
                 }
             }
-            var refusals: [RelayError] = []
-            for await refusal in tasks { if let refusal { refusals.append(refusal) } }
-            return refusals.sorted { $0.relay < $1.relay }
+            var failures: [RelayError] = []
+            for await failure in tasks { if let failure { failures.append(failure) } }
+            return failures.sorted { $0.relay < $1.relay }
         }
     }
 
@@ -270,7 +278,7 @@ public enum Messenger {
             let listings = await withTaskGroup(of: RelayListing.self) { tasks in
                 for (j, connection) in connections.enumerated() {
                     tasks.addTask {
-                        do { return RelayListing(index: j, entries: try await list(connection)) } catch {
+                        do { return RelayListing(index: j, entries: try await list(connection, group: group)) } catch {
                             return RelayListing(index: j, problem: VaultError.words(for: error))
                         }
                     }
@@ -392,48 +400,14 @@ public enum Messenger {
         return report
     }
 
-    /// Asks every pinned relay and every relay of a known group for the groups this
-    /// identity is in, and accepts new or newer records from trusted owners.
-    static func refreshGroups(keystore: Keystore, identity: Identity, report: inout ReceiveReport) async {
-        var connections: [String: RelayConnection] = [:]
-        for relay in (try? keystore.pinnedRelays()) ?? [] {
-            connections[relay.card.fingerprint] = RelayConnection(name: relay.label.value, url: relay.url, card: relay.card, identity: identity)
-        }
-        for group in (try? keystore.groups()) ?? [] {
-            for relay in group.relays where connections[relay.card.fingerprint] == nil {
-                connections[relay.card.fingerprint] = RelayConnection(relay, identity: identity)
-            }
-        }
-        var seen: Set<String> = []
-        for connection in connections.values.sorted(by: { $0.name < $1.name }) {
-            do {
-                let (status, body) = try await connection.send(.GET, "/v1/groups")
-                guard status == 200 else { throw RelayConnection.failure(relay: connection.name, status: status, body: body) }
-                let list = try JSONDecoder().decode(RelayAPI.Groups.self, from: Data(body))
-                for entry in list.groups.prefix(1000) where seen.insert("\(entry.id)/\(entry.version)").inserted {
-                    guard let id = [UInt8](hexID: entry.id) else { continue }
-                    if let known = try keystore.group(id: id), known.version >= entry.version { continue }
-                    let (status, bytes) = try await connection.send(.GET, "/v1/groups/\(entry.id)", limit: GroupRecord.maximumLength)
-                    guard status == 200 else { throw RelayConnection.failure(relay: connection.name, status: status, body: bytes) }
-                    do {
-                        let record = try GroupRecord(parsing: bytes)
-                        guard record.id == id else { throw VaultError.malformed(what: "the group record", detail: "it is for another group") }
-                        if try keystore.accept(group: record) { report.groups.append(record.name) }
-                    } catch {
-                        report.problems.append("group \(entry.id.prefix(8)) from relay \(connection.name): \(VaultError.words(for: error)); not accepted")
-                    }
-                }
-            } catch {
-                report.problems.append(VaultError.words(for: error))
-            }
-        }
-    }
-
-    static func list(_ connection: RelayConnection) async throws -> [RelayAPI.MessageEntry] {
+    /// Every message waiting for this identity in `group` on the relay (at most 100,000),
+    /// page by page. Asked by group: another group's messages, which a group naming this
+    /// identity without its consent could fill, never crowd out this one's.
+    static func list(_ connection: RelayConnection, group: GroupRecord) async throws -> [RelayAPI.MessageEntry] {
         var entries: [RelayAPI.MessageEntry] = []
-        var cursor: String?
+        var cursor: Int64?
         repeat {
-            let path = "/v1/messages?limit=\(RelayAPI.maximumPage)" + (cursor.map { "&after=\($0)" } ?? "")
+            let path = "/v1/messages?limit=\(RelayAPI.maximumPage)&group=\(group.idHex)" + (cursor.map { "&after=\($0)" } ?? "")
             let (status, body) = try await connection.send(.GET, path)
             guard status == 200 else { throw RelayConnection.failure(relay: connection.name, status: status, body: body) }
             guard let page = try? JSONDecoder().decode(RelayAPI.Messages.self, from: Data(body)) else {
@@ -485,6 +459,9 @@ public enum Messenger {
                 return .skipped
             }
             try incoming.finish()
+            // The relay refused one made past its clock's window, and this clock is within
+            // that window of the relay's.
+            try incoming.checkCreated(now: UInt64(Date().timeIntervalSince1970), slack: 2 * RequestSignature.window)
             guard let envelope = incoming.envelope, envelope.groupID == group.id, envelope.messageID == id else {
                 throw VaultError.malformed(what: incoming.object == nil ? "the message share" : "the object message",
                                            detail: "it belongs to another group or message")

@@ -26,6 +26,9 @@ enum RelayHTTPClient {
     private static func make(readTimeout: TimeAmount) -> Result<HTTPClient, TrustFailure> {
         var configuration = HTTPClient.Configuration()
         configuration.connectionPool.retryConnectionEstablishment = false
+        // One connection a request in flight, up to 64 a relay (AsyncHTTPClient's default is
+        // 8): a send makes one a relay, `vault bench --relay` many.
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 64
         // A relay that stops sending for this long is stalled, whatever the body's size.
         configuration.timeout = .init(connect: connectTimeout, read: readTimeout)
         // A relay is addressed by its pinned URL; it has no business sending us elsewhere.

@@ -26,6 +26,12 @@ public enum LinkAPI {
 
     /// The most views a link may have.
     public static let maximumViews = 1000
+    /// Claims and delete tokens a link takes at once before it makes the next wait: a wrong
+    /// password typed a few times costs nothing, and guessing goes no faster than
+    /// ``attemptInterval`` after (Docs/LINKS.md, "Threat model").
+    public static let attemptBurst: UInt64 = 10
+    /// Milliseconds between attempts once the burst is spent.
+    public static let attemptInterval: UInt64 = 6000
     /// A link id's length in bytes.
     public static let idLength = 16
 

@@ -447,6 +447,26 @@ enum KeystoreSchema {
                 ) WITHOUT ROWID;
                 """)
         }
+        // Members opt in to groups (issue 37, M2): group records this identity refused, by
+        // group id and owner key, so that a relay listing them again costs no request and no
+        // warning. An owner not trusted then is asked about again once it is (its relay is
+        // kept to fetch the record from); a record that was not valid is fetched again only
+        // at a higher version.
+        migrator.registerMigration("v17-group-opt-in") { db in
+            try db.execute(sql: """
+                CREATE TABLE group_refused (
+                    group_id BLOB NOT NULL CHECK (length(group_id) = 16),
+                    owner BLOB NOT NULL CHECK (length(owner) = 32),
+                    version INTEGER NOT NULL,
+                    reason TEXT NOT NULL CHECK (reason IN ('untrusted', 'invalid')),
+                    relay_url TEXT NOT NULL,
+                    relay_card BLOB NOT NULL CHECK (length(relay_card) = 65),
+                    refused_at INTEGER NOT NULL,
+                    PRIMARY KEY (group_id, owner)
+                ) WITHOUT ROWID;
+                CREATE INDEX group_refused_by_owner ON group_refused(owner);
+                """)
+        }
         return migrator
     }
 

@@ -49,7 +49,7 @@ public struct GroupRecord: Equatable, Sendable {
     public let name: Label
     /// The owner, who alone may change the group. Also a member.
     public let owner: KeyCard
-    /// 2 … 16 relays; a message is split across all of them.
+    /// 2 … 32 relays; a message is split across all of them.
     public let relays: [Relay]
     /// 1 … 255 members, the owner among them.
     public let members: [Member]
@@ -59,11 +59,13 @@ public struct GroupRecord: Equatable, Sendable {
     static let magic: [UInt8] = Array("VLTG".utf8)
     static let formatVersion: UInt8 = 1
     static let signatureDomain = Array("vault/v1/group-record".utf8)
-    /// At most this many relays: a message's n.
-    public static let maximumRelays = 16
+    /// At most this many relays: a message's n. Grouper's evaluation used groups of 30
+    /// servers; 32 keeps a message's header (32 bytes of commitment a relay) and a record
+    /// small, and a send's concurrent uploads bounded (Docs/DECISIONS.md, "Groups of 32").
+    public static let maximumRelays = 32
     /// At most this many members, the owner included.
     public static let maximumMembers = 255
-    static let maximumURLBytes = 2048
+    static let maximumURLBytes = RelayURL.maximumBytes
     /// The largest record the fields allow, so a longer one is refused before it is read.
     public static let maximumLength = 9 + 16 + 8 + 256 + KeyCard.encodedLength + 1
         + maximumRelays * (256 + 2 + maximumURLBytes + KeyCard.encodedLength) + 1 + maximumMembers * (256 + KeyCard.encodedLength) + 64
@@ -132,8 +134,12 @@ public struct GroupRecord: Equatable, Sendable {
         }
         // Re-encoding checks every rule the maker checks (counts, URLs, the owner a member)
         // and that the bytes are the one encoding of what was parsed.
-        let canonical = try? Self.body(id: id, version: version, name: name, owner: owner, relays: relays, members: members)
-        guard let canonical else { throw fail("its relays or members break the rules") }
+        let canonical: [UInt8]
+        do {
+            canonical = try Self.body(id: id, version: version, name: name, owner: owner, relays: relays, members: members)
+        } catch {
+            throw fail("its relays or members break the rules: \(error)")
+        }
         guard canonical == body else { throw fail("it is not canonically encoded") }
         guard owner.verify(signature: Array(bytes[(9 + length)...]), of: Self.signatureDomain + body) else {
             throw .badSignature(what: "the group record")
@@ -159,10 +165,9 @@ public struct GroupRecord: Equatable, Sendable {
         // Stores keep versions as signed 64-bit integers (SQLite, PostgreSQL): a larger one
         // would trap whoever converts it.
         guard version <= UInt64(Int64.max) else { throw .invalidSecret("a group's version is at most 2^63 - 1") }
-        // One spelling per URL (no trailing /), so clients join paths to it as written.
-        for relay in relays where try RelayURL.check(relay.url) != relay.url {
-            throw .invalidAddress(relay.url, reason: "a relay URL in a group record ends without /")
-        }
+        // One spelling per URL (no trailing /), so clients join paths to it as written, and
+        // one reading of it (RelayURL), so every member reaches the same relay.
+        for relay in relays { try RelayURL.checkCanonical(relay.url) }
         var w = ByteWriter()
         w.raw(id)
         w.u64(version)
@@ -180,26 +185,5 @@ public struct GroupRecord: Equatable, Sendable {
             w.raw(member.card.encoded)
         }
         return w.bytes
-    }
-}
-
-/// A relay's base URL: `http://` or `https://`, a host, an optional port, no path beyond
-/// `/`, no query, user or fragment, at most 2048 bytes.
-public enum RelayURL {
-    /// Checks `text` and returns it without a trailing `/`.
-    @discardableResult
-    public static func check(_ text: String) throws(VaultError) -> String {
-        func fail(_ reason: String) -> VaultError { .invalidAddress(text, reason: reason) }
-        guard text.utf8.count <= GroupRecord.maximumURLBytes else { throw fail("it is longer than 2048 bytes") }
-        guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased(),
-              scheme == "http" || scheme == "https" else {
-            throw fail("a relay URL starts with http:// or https://")
-        }
-        guard let host = components.host, !host.isEmpty else { throw fail("it has no host") }
-        guard components.user == nil, components.password == nil, components.query == nil, components.fragment == nil,
-              components.path.isEmpty || components.path == "/" else {
-            throw fail("a relay URL is only scheme, host and port")
-        }
-        return text.hasSuffix("/") ? String(text.dropLast()) : text
     }
 }

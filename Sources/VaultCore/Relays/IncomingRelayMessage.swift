@@ -8,6 +8,7 @@ public struct IncomingRelayMessage {
         public let messageID: [UInt8]
         public let groupID: [UInt8]
         public let sender: KeyCard
+        public let createdAt: UInt64
         public let expiresAt: UInt64
         public let deleteWhenConfirmed: Bool
         /// The recipients' Ed25519 keys: the relay serves the message to them only.
@@ -75,18 +76,27 @@ public struct IncomingRelayMessage {
         switch state {
         case .share(let share):
             share.header.map {
-                Envelope(messageID: $0.messageID, groupID: $0.groupID, sender: $0.sender, expiresAt: $0.expiresAt,
+                Envelope(messageID: $0.messageID, groupID: $0.groupID, sender: $0.sender, createdAt: $0.createdAt, expiresAt: $0.expiresAt,
                          deleteWhenConfirmed: $0.deleteWhenConfirmed, recipients: $0.recipients.map(\.card.signingKey),
                          share: ($0.index, $0.count))
             }
         case .object(let object):
             object.header.map {
-                Envelope(messageID: $0.messageID, groupID: $0.groupID, sender: $0.sender, expiresAt: $0.expiresAt,
+                Envelope(messageID: $0.messageID, groupID: $0.groupID, sender: $0.sender, createdAt: $0.createdAt, expiresAt: $0.expiresAt,
                          deleteWhenConfirmed: $0.deleteWhenConfirmed, recipients: $0.recipients.map(\.signingKey), share: nil)
             }
         case .undecided:
             nil
         }
+    }
+
+    /// Refuses a message that says it was made more than `slack` seconds after `now`
+    /// (Docs/FORMAT.md §17, "Times"): a relay allows its clock window, a recipient (itself
+    /// within that window of the relay's clock) twice that.
+    public func checkCreated(now: UInt64, slack: UInt64) throws(VaultError) {
+        guard let envelope, envelope.createdAt > now + slack else { return }
+        throw .malformed(what: object == nil ? "the message share" : "the object message",
+                         detail: "it says it was made \(DurationText.text(envelope.createdAt - now)) from now, more than the clocks allow")
     }
 
     /// The share read, when the message is one.

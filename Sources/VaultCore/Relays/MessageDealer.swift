@@ -50,6 +50,10 @@ public enum MessageDealer {
               Set(request.recipients.map(\.card.signingKey)).count == request.recipients.count else {
             throw VaultError.invalidSecret("a message has 1 to \(MessageHeader.maximumRecipients) distinct recipients")
         }
+        guard request.kind.isNumberingNotice || request.recipients.allSatisfy({ $0.sequence >= 1 }) else {
+            throw VaultError.invalidSecret("a content message is numbered from 1 for each recipient")
+        }
+        guard request.lifetime >= 1 else { throw VaultError.invalidSecret("a message lives at least a second") }
         precondition(request.groupID.count == 16)
         try request.metadata.validate()
 

@@ -70,9 +70,12 @@ public struct MessageHeader: Equatable, Sendable {
     /// The id as 32 hex digits.
     public var messageIDHex: String { messageID.hex }
 
-    /// The position of the recipient with this agreement key, if any.
-    public func recipientPosition(agreementKey: [UInt8]) -> Int? {
-        recipients.firstIndex { Sodium.equal($0.card.agreementKey, agreementKey) }
+    /// The position of the recipient with this card (both keys), if any. A recipient entry
+    /// with this identity's X25519 key under another Ed25519 key is not this identity's: the
+    /// relays serve the share to that other key, and whoever holds it chose to pair the two
+    /// (Docs/FORMAT.md §17).
+    public func recipientPosition(card: KeyCard) -> Int? {
+        recipients.firstIndex { $0.card == card }
     }
 
     /// Whether the recipient with this signing key is one of them.
@@ -155,6 +158,9 @@ public struct MessageHeader: Equatable, Sendable {
             self.type = type
             createdAt = try r.u64()
             expiresAt = try r.u64()
+            // A share is served until it expires; one that expires before it was made is a
+            // clock or a forgery, and no reader can say which lifetime it meant.
+            guard expiresAt > createdAt else { throw fail("it expires before it was created") }
             switch try r.u8() {
             case 0: deleteWhenConfirmed = false
             case 1: deleteWhenConfirmed = true
@@ -186,6 +192,11 @@ public struct MessageHeader: Equatable, Sendable {
             // (Docs/FORMAT.md §17).
             guard !kind.isNumberingNotice || (recipientCount == 1 && recipients[0].sequence == 0 && type == .note) else {
                 throw fail("a resend request or closed numbers is a note to one recipient, numbered 0")
+            }
+            // 0 is outside the numbering: a content message numbered 0 would be received
+            // without a number, so never counted as a repeat nor missed as a gap.
+            guard kind.isNumberingNotice || recipients.allSatisfy({ $0.sequence >= 1 }) else {
+                throw fail("a content message is numbered from 1 for each recipient")
             }
             commitments = try (0..<count).map { _ in try r.raw(32) }
             try r.end()

@@ -38,7 +38,7 @@ enum MessageShare {
 
     /// Opens this recipient's box: the key share, once the header hash inside matches.
     static func openBox(boxes: [UInt8], header: MessageHeader, recipient: Identity) throws(VaultError) -> SecureBytes {
-        guard let position = header.recipientPosition(agreementKey: recipient.card.agreementKey) else {
+        guard let position = header.recipientPosition(card: recipient.card) else {
             throw .notForThisIdentity(what: "the message")
         }
         let box = Array(boxes[(position * boxLength)..<((position + 1) * boxLength)])

@@ -97,6 +97,7 @@ public struct ObjectHeader: Equatable, Sendable {
             keyID = try r.raw(16)
             createdAt = try r.u64()
             expiresAt = try r.u64()
+            guard expiresAt > createdAt else { throw fail("it expires before it was created") }
             switch try r.u8() {
             case 0: deleteWhenConfirmed = false
             case 1: deleteWhenConfirmed = true
@@ -219,7 +220,8 @@ public enum ObjectMessage {
     public static func open(_ message: IncomingObjectMessage, path: String, recipient: Identity,
                             emit: @escaping (UnsafeRawBufferPointer) throws -> Void) throws {
         guard let header = message.header else { throw VaultError.truncated(what: "the object message") }
-        guard let position = header.recipients.firstIndex(where: { Sodium.equal($0.agreementKey, recipient.card.agreementKey) }) else {
+        // By the whole card, as for message shares (Docs/FORMAT.md §19).
+        guard let position = header.recipients.firstIndex(of: recipient.card) else {
             throw VaultError.notForThisIdentity(what: "the object message")
         }
         let boxes = message.boxes

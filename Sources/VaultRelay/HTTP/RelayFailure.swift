@@ -13,6 +13,12 @@ struct RelayFailure: Error {
     static func badSignature() -> RelayFailure {
         .init(status: .unauthorized, code: "bad_signature", words: "the request's signature does not verify")
     }
+    static func bodyMismatch() -> RelayFailure {
+        .init(status: .badRequest, code: "body_mismatch", words: "the body does not match its Vault-Body-SHA256 header")
+    }
+    static func overQuota(_ words: String) -> RelayFailure {
+        .init(status: .init(code: 507, reasonPhrase: "Insufficient Storage"), code: "over_quota", words: words)
+    }
     static func replayed() -> RelayFailure { .init(status: .unauthorized, code: "replayed", words: "this request was already made once") }
     static func clockSkew(_ skew: Int64) -> RelayFailure {
         .init(status: .unauthorized, code: "clock_skew",

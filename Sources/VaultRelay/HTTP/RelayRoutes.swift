@@ -28,6 +28,22 @@ enum RelayRoutes {
         router.get("v1/groups/:group") { request, context in
             await relay.signed(request, context) { caller in try await relay.getGroup(group: try id(context, "group"), caller: caller) }
         }
+        router.get("v1/invitations") { request, context in
+            await relay.signed(request, context) { caller in try await relay.listInvitations(caller: caller) }
+        }
+        router.post("v1/groups/:group/accept") { request, context in
+            await relay.signed(request, context) { caller in
+                try await relay.answerGroup(request, group: try id(context, "group"), accepted: true, caller: caller)
+            }
+        }
+        router.post("v1/groups/:group/decline") { request, context in
+            await relay.signed(request, context) { caller in
+                try await relay.answerGroup(request, group: try id(context, "group"), accepted: false, caller: caller)
+            }
+        }
+        router.post("v1/owners") { request, context in
+            await relay.signed(request, context) { caller in try await relay.redeemInvite(request, caller: caller) }
+        }
         router.get("v1/messages") { request, context in
             await relay.signed(request, context) { caller in try await relay.listMessages(request, context, caller: caller) }
         }

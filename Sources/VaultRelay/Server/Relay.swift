@@ -27,24 +27,24 @@ final class Relay: Sendable {
     let configuration: RelayConfiguration
     /// Requests of `GET /v1/messages?wait=S` waiting for a message.
     let waiters: MessageWaiters
+    /// Group records, parsed once a version.
+    let groupCache = GroupCache()
     private let byAddress: RateLimiter
     private let byKey: RateLimiter
     private let linkCreations: RateLimiter
-    /// Wrong claims and delete tokens per link id: 10 at once, then one every 6 s.
-    let wrongClaims = RateLimiter(burst: 10, perSecond: 1.0 / 6)
-    /// The key of client addresses in the rate limiters' tables, made at each start and
-    /// never stored: the tables hold HMACs of addresses, not the addresses. Only read after
-    /// it is made, so threads may share it.
-    nonisolated(unsafe) private let addressSecret = SecureBytes.random(count: 32)
+    /// The key of client addresses' HMACs, which the rate limiters' tables and the links'
+    /// per-address quotas hold instead of addresses. It lives in the store, so every process
+    /// sharing it counts an address alike. Only read after it is made, so threads may share it.
+    nonisolated(unsafe) private let addressSecret: SecureBytes
 
-    init(identity: Identity, store: any RelayStore, configuration: RelayConfiguration, waiters: MessageWaiters) {
+    init(identity: Identity, store: any RelayStore, configuration: RelayConfiguration, waiters: MessageWaiters, addressSecret: SecureBytes) {
         self.identity = identity
         self.store = store
         self.configuration = configuration
         self.waiters = waiters
-        let burst = Int(configuration.requestsPerSecond * 10)
-        byAddress = RateLimiter(burst: burst, perSecond: configuration.requestsPerSecond)
-        byKey = RateLimiter(burst: burst, perSecond: configuration.requestsPerSecond)
+        self.addressSecret = addressSecret
+        byAddress = RateLimiter(burst: Int(configuration.addressRequestsPerSecond * 10), perSecond: configuration.addressRequestsPerSecond)
+        byKey = RateLimiter(burst: Int(configuration.requestsPerSecond * 10), perSecond: configuration.requestsPerSecond)
         linkCreations = RateLimiter(burst: max(1, Int(configuration.linksPerMinute)), perSecond: configuration.linksPerMinute / 60)
     }
 
@@ -54,8 +54,23 @@ final class Relay: Sendable {
     /// Spends one link creation of the client address's allowance.
     func allowLinkCreation(_ context: RelayContext) -> Bool { linkCreations.allow(addressKey(context)) }
 
-    private func addressKey(_ context: RelayContext) -> [UInt8] {
+    /// The HMAC of the client's address (IPv4, or its IPv6 /64), 16 bytes.
+    func addressKey(_ context: RelayContext) -> [UInt8] {
         Array(KeyDerivation.hmacSHA256(key: addressSecret, context.addressKey).prefix(16))
+    }
+
+    /// Whether `key` may own groups here (Docs/RELAY.md, "Operator policy").
+    func mayOwnGroups(_ key: [UInt8]) async throws -> Bool {
+        switch configuration.ownerPolicy {
+        case .anyone: true
+        case .listed: try await isListed(key)
+        }
+    }
+
+    /// Whether `key` is one of the operator's cards (`--owners`) or redeemed an invite.
+    func isListed(_ key: [UInt8]) async throws -> Bool {
+        if configuration.ownerCards.contains(key) { return true }
+        return try await store.isInvitedOwner(key)
     }
 
     static func now() -> UInt64 { UInt64(Date().timeIntervalSince1970) }
@@ -123,19 +138,17 @@ final class Relay: Sendable {
         }
     }
 
-    private func authenticate(_ request: Request) async throws -> Caller {
-        func header(_ name: String, _ length: Int) throws(RelayFailure) -> [UInt8] {
-            guard let text = request.headers[Self.field(name)] else { throw .unsigned("the request has no \(name) header") }
-            guard let bytes = Base64URL.decode(text, length: length) else { throw .malformed("the \(name) header is not \(length) bytes of base64url") }
-            return bytes
+    func authenticate(_ request: Request) async throws -> Caller {
+        let headers: SignedHeaders
+        do {
+            headers = try SignedHeaders { request.headers[Self.field($0)] }
+        } catch {
+            switch error {
+            case .missing: throw RelayFailure.unsigned(error.words)
+            case .malformed: throw RelayFailure.malformed(error.words)
+            }
         }
-        let key = try header(RelayHeader.key, 32)
-        let nonce = try header(RelayHeader.nonce, RequestSignature.nonceLength)
-        let bodyHash = try header(RelayHeader.bodyHash, 32)
-        let signature = try header(RelayHeader.signature, 64)
-        guard let timeText = request.headers[Self.field(RelayHeader.time)], let time = UInt64(timeText), timeText.utf8.count <= 20 else {
-            throw RelayFailure.unsigned("the request has no valid \(RelayHeader.time) header")
-        }
+        let (key, nonce, bodyHash, signature, time) = (headers.key, headers.nonce, headers.bodyHash, headers.signature, headers.time)
         let now = Self.now()
         // The distance in unsigned arithmetic: `abs(Int64(bitPattern: time &- now))` trapped on
         // Int64.min, so one unsigned request with Vault-Time = now + 2^63 stopped the relay
@@ -162,7 +175,16 @@ final class Relay: Sendable {
             guard bytes.count + buffer.readableBytes <= limit else { throw RelayFailure.tooLarge("the body is over \(ByteCount.limit(UInt64(limit)))") }
             bytes += buffer.readableBytesView
         }
-        guard sha256(bytes) == caller.bodyHash else { throw RelayFailure.badSignature() }
+        guard sha256(bytes) == caller.bodyHash else { throw RelayFailure.bodyMismatch() }
         return bytes
+    }
+
+    /// A small JSON body of type `T`, checked against the hash its caller signed.
+    func jsonBody<T: Decodable>(_ request: Request, caller: Caller, as type: T.Type) async throws -> T {
+        let bytes = try await smallBody(request, caller: caller, limit: RelayAPI.maximumJSONBody)
+        guard let value = try? JSONDecoder().decode(T.self, from: Data(bytes)) else {
+            throw RelayFailure.malformed("the body is not the JSON this route takes")
+        }
+        return value
     }
 }

@@ -31,9 +31,24 @@ extension Relay {
 
     /// `POST /links`: a blob, streamed into the store 64 KiB at a time; the relay makes the
     /// id (128 random bits), so no client can choose or guess one.
+    ///
+    /// Anonymous links (unsigned, or signed by a card the operator does not list) count
+    /// against their client address's quota (IPv6 by /64) and live at most
+    /// `anonymousLinkTTL`, so a few large links from one address cannot fill the links'
+    /// quota for a week (M5). A request signed by a listed card is bound by neither; its
+    /// body hash is checked at the end, as a share's is.
     func createLink(_ request: Request, _ context: RelayContext) async throws -> Response {
         guard allowLinkCreation(context) else { throw RelayFailure.rateLimited() }
         let nonce = request.headers[Self.field(RelayHeader.nonce)].flatMap { Base64URL.decode($0, length: RequestSignature.nonceLength) }
+        var signer: Caller?
+        if SignedHeaders.present({ request.headers[Self.field($0)] }) {
+            let caller = try await authenticate(request)
+            if try await isListed(caller.key) { signer = caller }
+        }
+        guard signer != nil || configuration.linkMakers == .anyone else {
+            throw RelayFailure(status: .forbidden, code: "signature_required",
+                               words: "this relay makes links only for cards its operator lists (vault link create --signed, by a listed card)")
+        }
         func header(_ name: String) throws(RelayFailure) -> String {
             guard let value = request.headers[Self.field(name)] else { throw .malformed("the request has no \(name) header") }
             return value
@@ -44,8 +59,9 @@ extension Relay {
         }
         guard length <= limit else { throw RelayFailure.tooLarge("a link is at most \(ByteCount.limit(limit)) on this relay") }
         guard LinkStream.isValidBlobLength(length) else { throw RelayFailure.malformed("the body is not a link's content: impossible length") }
-        guard let ttl = UInt64(try header(LinkAPI.Header.ttl)), ttl >= 1, ttl <= configuration.maximumTTL else {
-            throw RelayFailure.malformed("this relay keeps links at most \(DurationText.text(configuration.maximumTTL)) (\(LinkAPI.Header.ttl) is 1 to \(configuration.maximumTTL) seconds)")
+        let longest = signer == nil ? min(configuration.anonymousLinkTTL, configuration.maximumTTL) : configuration.maximumTTL
+        guard let ttl = UInt64(try header(LinkAPI.Header.ttl)), ttl >= 1, ttl <= longest else {
+            throw RelayFailure.malformed("this relay keeps \(signer == nil ? "anonymous " : "")links at most \(DurationText.text(longest)) (\(LinkAPI.Header.ttl) is 1 to \(longest) seconds)")
         }
         guard let views = Int(try header(LinkAPI.Header.views)), (1...LinkAPI.maximumViews).contains(views) else {
             throw RelayFailure.malformed("\(LinkAPI.Header.views) is 1 to \(LinkAPI.maximumViews)")
@@ -61,11 +77,17 @@ extension Relay {
         let id = SecureRandom().bytes(LinkAPI.idLength)
         let now = Self.now()
         let link = NewLink(id: id, size: length, expires: now + ttl, views: views, iterations: iterations, claimHash: claimHash,
-                           deleteHash: deleteHash, created: now)
-        guard let row = try await store.begin(link: link, quota: configuration.linkQuota, now: now) else {
-            throw RelayFailure(status: .init(code: 507, reasonPhrase: "Insufficient Storage"), code: "over_quota",
-                               words: "the relay holds as many links as it may; try again later")
+                           deleteHash: deleteHash, created: now, source: signer == nil ? addressKey(context) : nil)
+        let perSource = SourceQuota(bytes: configuration.linkQuotaPerAddress, count: configuration.linksPerAddress)
+        let row: Int64
+        switch try await store.begin(link: link, quota: configuration.linkQuota, perSource: perSource, now: now) {
+        case .started(let started): row = started
+        case .overQuota: throw RelayFailure.overQuota("the relay holds as many links as it may; try again later")
+        case .overSourceQuota:
+            throw RelayFailure.overQuota("this address holds as many links as it may here (\(configuration.linksPerAddress) links, "
+                                         + "\(ByteCount.limit(configuration.linkQuotaPerAddress))); try again when some expire")
         }
+        let hasher = SHA256Hasher()
         do {
             var pending: [UInt8] = []
             var chunks = 0
@@ -74,6 +96,7 @@ extension Relay {
             for try await buffer in request.body {
                 received += UInt64(buffer.readableBytes)
                 guard received <= length else { throw RelayFailure.malformed("the body is longer than its Content-Length") }
+                buffer.withUnsafeReadableBytes { hasher.update($0) }
                 pending += buffer.readableBytesView
                 if header.count < LinkStream.header.count {
                     header = Array(pending.prefix(LinkStream.header.count))
@@ -86,6 +109,7 @@ extension Relay {
                 }
             }
             guard received == length else { throw RelayFailure.malformed("the body is shorter than its Content-Length") }
+            if let signer, hasher.finish() != signer.bodyHash { throw RelayFailure.bodyMismatch() }
             if !pending.isEmpty { try await store.append(linkChunk: pending, index: chunks, to: row) }
             try await store.finish(link: row)
         } catch {
@@ -106,8 +130,9 @@ extension Relay {
     }
 
     /// `POST /links/ID/claim`: one view, for the claim secret. A wrong secret costs no view
-    /// but spends the link's own allowance of wrong claims (``wrongClaims``), so a password
-    /// cannot be guessed online faster than that, from any number of addresses.
+    /// but spends the link's own allowance of attempts (``link(_:holder:of:wrong:)``), so a
+    /// password cannot be guessed online faster than that, from any number of addresses or
+    /// relay processes.
     func claimLink(_ request: Request, id: [UInt8], nonce: [UInt8]?) async throws -> Response {
         var body: [UInt8] = []
         for try await buffer in request.body {
@@ -165,16 +190,24 @@ extension Relay {
     }
 
     /// The link, for the holder of the secret whose SHA-256 it stores at `hash` (the claim
-    /// secret, or the delete token). Wrong secrets spend the link's allowance
-    /// (``wrongClaims``), and once it is spent every attempt waits, right or wrong: that is
-    /// what bounds online guessing of a link's password.
+    /// secret, or the delete token).
+    ///
+    /// Every attempt spends one of the link's allowance in the store first, in one statement,
+    /// and only then is the secret compared; a right one is given back. Checking the
+    /// allowance, comparing and then spending (as before issue 37) let 300 claims sent at
+    /// once all pass the check before any was counted (M1), and a count per process let each
+    /// PostgreSQL process grant its own. Once the allowance is spent, every attempt waits,
+    /// right or wrong: that is what bounds online guessing of a link's password.
     private func link(_ id: [UInt8], holder secret: [UInt8], of hash: KeyPath<StoredLink, [UInt8]>, wrong: RelayFailure) async throws -> StoredLink {
-        guard wrongClaims.hasRoom(id) else { throw RelayFailure.rateLimited() }
-        guard let link = try await store.link(id: id, now: Self.now()) else { throw RelayFailure.gone() }
-        guard sha256(secret).constantTimeEquals(link[keyPath: hash]) else {
-            _ = wrongClaims.allow(id)
-            throw wrong
+        let now = UInt64(Date().timeIntervalSince1970 * 1000)
+        switch try await store.spendAttempt(link: id, now: now, burst: LinkAPI.attemptBurst, interval: LinkAPI.attemptInterval) {
+        case .spent: break
+        case .exhausted: throw RelayFailure.rateLimited()
+        case .gone: throw RelayFailure.gone()
         }
+        guard let link = try await store.link(id: id, now: Self.now()) else { throw RelayFailure.gone() }
+        guard sha256(secret).constantTimeEquals(link[keyPath: hash]) else { throw wrong }
+        try await store.refundAttempt(link: link.row, interval: LinkAPI.attemptInterval)
         return link
     }
 }

@@ -15,7 +15,7 @@ extension Relay {
     /// commitment at the end; the message is served only once all of it checked out, and a
     /// share refused part way leaves nothing behind.
     func putMessage(_ request: Request, group: [UInt8], id: [UInt8], caller: Caller) async throws -> Response {
-        guard let stored = try await store.group(id: group), let record = try? GroupRecord(parsing: stored.record) else {
+        guard let stored = try await store.group(id: group), let record = groupCache.record(stored) else {
             throw RelayFailure.unknownGroup()
         }
         guard try await store.isMember(caller.key, of: group) else { throw RelayFailure.notAMember() }
@@ -26,8 +26,8 @@ extension Relay {
         var incoming = IncomingRelayMessage(maximumLength: IncomingMessageShare.largest)
         let hasher = SHA256Hasher()
         var pending: [UInt8] = []
+        var message: NewMessage?
         var row: Int64?
-        var recipients: [[UInt8]] = []
         var chunks = 0
         do {
             for try await buffer in request.body {
@@ -40,22 +40,17 @@ extension Relay {
                     throw RelayFailure.malformed("the message is not valid: \(error)")
                 }
                 pending += buffer.readableBytesView
-                if row == nil, let header = incoming.envelope {
+                if message == nil, let header = incoming.envelope {
                     guard incoming.length <= limit else { throw RelayFailure.tooLarge("a message share is at most \(ByteCount.limit(limit)) on this relay") }
                     try await check(header, group: record, id: id, caller: caller)
-                    let message = NewMessage(group: group, id: id, sender: caller.key, size: incoming.length, expires: header.expiresAt,
-                                             deleteWhenConfirmed: header.deleteWhenConfirmed, bodyHash: caller.bodyHash,
-                                             recipients: header.recipients, created: Self.now())
-                    do {
-                        guard let stored = try await store.begin(message: message, quota: configuration.groupQuota, now: Self.now()) else {
-                            throw RelayFailure(status: .init(code: 507, reasonPhrase: "Insufficient Storage"), code: "over_quota",
-                                               words: "the group has used its quota of \(ByteCount.limit(configuration.groupQuota)) on this relay")
-                        }
-                        row = stored
-                        recipients = header.recipients
-                    } catch is RelayStoreConflict {
-                        throw RelayFailure(status: .conflict, code: "exists", words: "the relay already has this message")
-                    }
+                    message = NewMessage(group: group, id: id, sender: caller.key, size: incoming.length, expires: header.expiresAt,
+                                         deleteWhenConfirmed: header.deleteWhenConfirmed, bodyHash: caller.bodyHash,
+                                         recipients: header.recipients, created: Self.now())
+                }
+                // A share larger than a row streams into the store as it comes; one that
+                // fits a row is stored whole at the end, in one transaction.
+                if row == nil, let message, pending.count >= RelayStoreLimits.chunk {
+                    row = try started(try await store.begin(message: message, quotas: quotas, now: Self.now()))
                 }
                 while let row, pending.count >= RelayStoreLimits.chunk {
                     try await store.append(chunk: Array(pending[..<RelayStoreLimits.chunk]), index: chunks, to: row)
@@ -68,17 +63,37 @@ extension Relay {
             } catch {
                 throw RelayFailure.malformed("the message is not valid: \(error)")
             }
-            guard hasher.finish() == caller.bodyHash else { throw RelayFailure.badSignature() }
-            if !pending.isEmpty { try await store.append(chunk: pending, index: chunks, to: row!) }
-            try await store.finish(message: row!)
+            guard hasher.finish() == caller.bodyHash else { throw RelayFailure.bodyMismatch() }
+            if let row {
+                if !pending.isEmpty { try await store.append(chunk: pending, index: chunks, to: row) }
+                try await store.finish(message: row)
+            } else if let message {
+                _ = try started(try await store.storeWhole(message: message, bytes: pending, quotas: quotas, now: Self.now()))
+            }
+        } catch is RelayStoreConflict {
+            throw RelayFailure(status: .conflict, code: "exists", words: "the relay already has this message")
         } catch {
             if let row { try? await store.abandon(message: row) }
             throw error
         }
+        let recipients = message?.recipients ?? []
         // Its recipients' waiting lists here answer now; other processes sharing a PostgreSQL
         // store hear of it from the store (PostgresRelayStore's NOTIFY).
         waiters.wake(recipients.map(\.hex))
         return answer(.created, bytes: [], contentType: "application/octet-stream", nonce: caller.nonce)
+    }
+
+    /// The row of a message the store started, or the refusal of the quota it would pass.
+    private func started(_ outcome: MessageBegin) throws -> Int64 {
+        switch outcome {
+        case .started(let row): return row
+        case .overGroupQuota:
+            throw RelayFailure.overQuota("the group has used its quota of \(ByteCount.limit(configuration.groupQuota)) on this relay")
+        case .overOwnerQuota:
+            throw RelayFailure.overQuota("the group's owner has used its quota of \(ByteCount.limit(configuration.ownerQuota)) on this relay")
+        case .overTotalQuota:
+            throw RelayFailure.overQuota("the relay holds as much as its operator allows; try again later")
+        }
     }
 
     /// What a message's signed header must say to be stored here. A share must be this
@@ -100,10 +115,18 @@ extension Relay {
         guard header.sender.signingKey == caller.key else {
             throw RelayFailure(status: .forbidden, code: "not_the_sender", words: "only a message's sender may store it")
         }
-        for recipient in header.recipients where try await !store.isMember(recipient, of: group) {
+        // Named is enough: a member who has not accepted the group yet is served the message
+        // once it does, within its TTL.
+        for recipient in header.recipients where try await !store.isNamed(recipient, in: group) {
             throw RelayFailure(status: .forbidden, code: "not_a_member", words: "a recipient is not a member of this group")
         }
         let now = Self.now()
+        // Signed requests are taken within the clock window; so are the messages they carry
+        // (Docs/FORMAT.md §17, "Times").
+        guard header.createdAt <= now + RequestSignature.window else {
+            throw RelayFailure.malformed("the message says it was made \(DurationText.text(header.createdAt - now)) from now, "
+                                         + "more than the \(RequestSignature.window) s the clocks may differ")
+        }
         guard header.expiresAt > now else { throw RelayFailure.malformed("the message has already expired") }
         guard header.expiresAt <= now + configuration.maximumTTL + RequestSignature.window else {
             throw RelayFailure(status: .badRequest, code: "ttl_too_long",
@@ -111,9 +134,10 @@ extension Relay {
         }
     }
 
-    /// `GET /v1/messages?after=CURSOR&limit=N&wait=S`: what waits for the caller, in the order
-    /// it was stored. With `wait`, a request that finds nothing is held until a message for
-    /// the caller is stored or S seconds pass (Docs/RELAY.md, "Waiting for messages").
+    /// `GET /v1/messages?after=CURSOR&limit=N&group=G&wait=S`: what waits for the caller, in
+    /// the order it was stored, in group G only when given. With `wait`, a request that finds
+    /// nothing is held until a message for the caller is stored or S seconds pass
+    /// (Docs/RELAY.md, "Waiting for messages").
     func listMessages(_ request: Request, _ context: RelayContext, caller: Caller) async throws -> Response {
         let query = request.uri.queryParameters
         let cursor = try query.get("after").map { text throws(RelayFailure) -> Int64 in
@@ -132,8 +156,12 @@ extension Relay {
             }
             return value
         }
+        let group = try query.get("group").map { text throws(RelayFailure) -> [UInt8] in
+            guard let id = [UInt8](hexID: text) else { throw .malformed("group is not 32 lowercase hex digits") }
+            return id
+        }
         let store = self.store
-        let list = { try await store.messages(for: caller.key, after: cursor, limit: limit, now: Self.now()) }
+        let list = { try await store.messages(for: caller.key, in: group, after: cursor, limit: limit, now: Self.now()) }
         let listed: [ListedMessage]
         // Only members wait: a key that is in no group here has nothing to wait for, and
         // keys cost nothing to make, so strangers could otherwise take every waiting slot.
@@ -150,7 +178,7 @@ extension Relay {
             listed = try await list()
         }
         let entries = listed.map { RelayAPI.MessageEntry(group: $0.group.hex, id: $0.id.hex, size: $0.size, expires: $0.expires) }
-        let next = listed.count == limit ? listed.last.map { String($0.cursor) } : nil
+        let next = listed.count == limit ? listed.last?.cursor : nil
         return answer(json: RelayAPI.Messages(messages: entries, next: next, last: listed.last?.cursor), nonce: caller.nonce)
     }
 

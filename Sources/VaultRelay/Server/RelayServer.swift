@@ -16,11 +16,21 @@ public enum RelayServer {
         public let url: String
         /// The relay's key card, which clients pin.
         public let card: KeyCard
+        /// The connections it holds at most, after its file descriptor limit.
+        public let connections: Int
+        /// Its file descriptor limit.
+        public let files: Int
     }
 
     /// Runs the relay until SIGINT or SIGTERM. `listening` is called once it accepts
     /// connections.
     public static func run(_ configuration: RelayConfiguration, listening: @escaping @Sendable (Listening) -> Void) async throws {
+        var configuration = configuration
+        // Every connection is a descriptor: at the soft limit of 1024 a few hundred slow
+        // clients used them all (M3). The hard limit is what the operator allows (systemd's
+        // LimitNOFILE=); a margin is kept for the store, logs and the listener.
+        let files = raiseFileLimit()
+        configuration.connections.total = max(1, min(configuration.connections.total, files - 128))
         let waiters = MessageWaiters()
         let store: any RelayStore
         switch configuration.store {
@@ -29,14 +39,14 @@ public enum RelayServer {
         }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await store.run() }
-            group.addTask { try await serve(configuration, store: store, waiters: waiters, listening: listening) }
+            group.addTask { [configuration] in try await serve(configuration, files: files, store: store, waiters: waiters, listening: listening) }
             // Whichever ends first (a signal stops the server; a store that fails stops all).
             try await group.next()
             group.cancelAll()
         }
     }
 
-    private static func serve(_ configuration: RelayConfiguration, store: any RelayStore, waiters: MessageWaiters,
+    private static func serve(_ configuration: RelayConfiguration, files: Int, store: any RelayStore, waiters: MessageWaiters,
                               listening: @escaping @Sendable (Listening) -> Void) async throws {
         try await store.prepare()
         // The identity lives in the store, so processes sharing a store are one relay with
@@ -47,10 +57,18 @@ public enum RelayServer {
         // The store's copy is the store's; this one is wiped once in locked memory.
         defer { secret.wipe() }
         let identity = try Identity(label: RelayIdentity.label, secret: SecureBytes(copying: secret))
-        let relay = Relay(identity: identity, store: store, configuration: configuration, waiters: waiters)
+        var addressSecret = try await store.addressSecret { SecureRandom().bytes(32) }
+        defer { addressSecret.wipe() }
+        let relay = Relay(identity: identity, store: store, configuration: configuration, waiters: waiters,
+                          addressSecret: SecureBytes(copying: addressSecret))
 
-        // A waiting list ends when its client goes away (MessageWaiters).
-        let http1 = HTTPServerBuilder.http1(configuration: .init(additionalChannelHandlers: [ClientDeparture()]))
+        // A waiting list ends when its client goes away (MessageWaiters); every connection
+        // is held to the caps and deadlines (ConnectionGuard).
+        let table = ConnectionTable(limits: configuration.connections)
+        let limits = configuration.connections
+        let http1 = HTTPServerBuilder.http1(configuration: .init(additionalChannelHandlers: [
+            ClientDeparture(), ConnectionGuard(table: table, limits: limits),
+        ]))
         let server: HTTPServerBuilder
         if let tls = configuration.tls {
             do {
@@ -75,7 +93,7 @@ public enum RelayServer {
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? configuration.port
                 let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
-                listening(Listening(url: "\(scheme)://\(host):\(port)", card: identity.card))
+                listening(Listening(url: "\(scheme)://\(host):\(port)", card: identity.card, connections: limits.total, files: files))
             },
             logger: logger)
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -95,6 +113,18 @@ public enum RelayServer {
             try await Task.sleep(for: .seconds(interval))
         }
     }
+}
+
+/// Raises the soft limit on open files to the hard limit, and returns the limit now.
+private func raiseFileLimit() -> Int {
+    var limit = rlimit()
+    guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 1024 }
+    if limit.rlim_cur < limit.rlim_max {
+        var raised = limit
+        raised.rlim_cur = limit.rlim_max
+        if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { limit = raised }
+    }
+    return Int(clamping: limit.rlim_cur)
 }
 
 /// Constants of a relay's own.

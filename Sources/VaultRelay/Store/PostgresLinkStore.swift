@@ -22,21 +22,48 @@ extension PostgresRelayStore {
     /// The advisory lock that makes the links' quota check and insert one step across processes.
     private static let linkQuotaLock: Int64 = 7781
 
-    func begin(link: NewLink, quota: UInt64, now: UInt64) async throws -> Int64? {
+    func begin(link: NewLink, quota: UInt64, perSource: SourceQuota, now: UInt64) async throws -> LinkBegin {
         try await client.withTransaction(logger: logger) { db in
             try await db.query("SELECT pg_advisory_xact_lock(\(Self.linkQuotaLock))", logger: logger)
             var used: Int64 = 0
             for try await sum in try await db.query("SELECT COALESCE(SUM(size), 0)::BIGINT FROM relay_links WHERE expires > \(Int64(now))",
                                                     logger: logger).decode(Int64.self) { used = sum }
-            guard UInt64(used) + link.size <= quota else { return nil }
+            guard UInt64(used) + link.size <= quota else { return .overQuota }
+            if let source = link.source {
+                var count: Int64 = 0, bytes: Int64 = 0
+                for try await (links, sum) in try await db.query("""
+                    SELECT COUNT(*)::BIGINT, COALESCE(SUM(size), 0)::BIGINT FROM relay_links WHERE source = \(Data(source)) AND expires > \(Int64(now))
+                    """, logger: logger).decode((Int64, Int64).self) { (count, bytes) = (links, sum) }
+                guard count < Int64(perSource.count), UInt64(bytes) + link.size <= perSource.bytes else { return .overSourceQuota }
+            }
             for try await row in try await db.query("""
-                INSERT INTO relay_links (id, size, expires, views, iterations, claim_hash, delete_hash, created)
+                INSERT INTO relay_links (id, size, expires, views, iterations, claim_hash, delete_hash, created, source)
                 VALUES (\(Data(link.id)), \(Int64(link.size)), \(Int64(link.expires)), \(Int32(link.views)), \(Int32(link.iterations)),
-                        \(Data(link.claimHash)), \(Data(link.deleteHash)), \(Int64(link.created)))
+                        \(Data(link.claimHash)), \(Data(link.deleteHash)), \(Int64(link.created)), \(link.source.map { Data($0) }))
                 RETURNING row
-                """, logger: logger).decode(Int64.self) { return row }
+                """, logger: logger).decode(Int64.self) { return .started(row) }
             throw RelayStartFailure("a link could not be stored")
         }
+    }
+
+    func spendAttempt(link id: [UInt8], now: UInt64, burst: UInt64, interval: UInt64) async throws -> AttemptSpent {
+        let (now, interval, window, seconds) = (Int64(now), Int64(interval), Int64(burst * interval), Int64(now / 1000))
+        // One statement: PostgreSQL's row lock orders concurrent attempts, from any process,
+        // and each sees the allowance the one before it left.
+        let spent = try await exists("""
+            UPDATE relay_links SET attempts_full = GREATEST(attempts_full, \(now)) + \(interval)
+            WHERE id = \(Data(id)) AND ready = 1 AND views > 0 AND expires > \(seconds)
+              AND GREATEST(attempts_full, \(now)) + \(interval) - \(now) <= \(window)
+            RETURNING 1
+            """)
+        if spent { return .spent }
+        let served = try await exists("SELECT 1 FROM relay_links WHERE id = \(Data(id)) AND ready = 1 AND views > 0 AND expires > \(seconds)")
+        return served ? .exhausted : .gone
+    }
+
+    func refundAttempt(link row: Int64, interval: UInt64) async throws {
+        try await client.query("UPDATE relay_links SET attempts_full = GREATEST(attempts_full - \(Int64(interval)), 0) WHERE row = \(row)",
+                               logger: logger)
     }
 
     func append(linkChunk: [UInt8], index: Int, to link: Int64) async throws {

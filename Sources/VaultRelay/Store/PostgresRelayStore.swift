@@ -104,9 +104,58 @@ final class PostgresRelayStore: RelayStore {
         try await client.withTransaction(logger: logger) { db in
             try await db.query("SELECT pg_advisory_xact_lock(7780)", logger: logger)
             try await db.query("SELECT pg_advisory_xact_lock(\(Self.finishLock))", logger: logger)
-            for statement in Self.schema + Self.linkSchema { try await db.query(PostgresQuery(unsafeSQL: statement), logger: logger) }
+            for statement in Self.schema + Self.linkSchema + Self.openInternetSchema {
+                try await db.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+            }
+            // Members from before opt-in keep being served, once: later starts must not
+            // accept for members who declined or never answered.
+            let migrated = try await db.query("""
+                INSERT INTO relay_migrations (name) VALUES ('v4-open-internet') ON CONFLICT (name) DO NOTHING RETURNING 1
+                """, logger: logger)
+            var first = false
+            for try await _ in migrated { first = true }
+            if first {
+                try await db.query("""
+                    INSERT INTO relay_acceptances (group_id, signing_key, accepted) SELECT group_id, signing_key, TRUE FROM relay_members
+                    ON CONFLICT DO NOTHING
+                    """, logger: logger)
+            }
+            // Invitations name the owner by its whole card, which the records hold.
+            var unnamed: [(Data, Data)] = []
+            for try await row in try await db.query("SELECT id, record FROM relay_groups WHERE owner_card IS NULL", logger: logger)
+                .decode((Data, Data).self) { unnamed.append(row) }
+            for (id, bytes) in unnamed {
+                guard let record = try? GroupRecord(parsing: [UInt8](bytes)) else { continue }
+                try await db.query("UPDATE relay_groups SET owner_card = \(Data(record.owner.encoded)) WHERE id = \(id)", logger: logger)
+            }
+        }
+        // Usage counts live in an UNLOGGED table, as the messages do, and the records they
+        // count in a logged one: after a crash, they are counted again before any upload.
+        try await client.withTransaction(logger: logger) { db in
+            try await db.query("SELECT pg_advisory_xact_lock(\(Self.quotaLock))", logger: logger)
+            try await Self.recount(db, logger: logger)
         }
     }
+
+    /// Issue 37: opt-in, operator policy and quotas, the links' allowance and source.
+    private static let openInternetSchema = [
+        "CREATE TABLE IF NOT EXISTS relay_migrations (name TEXT PRIMARY KEY)",
+        """
+        CREATE TABLE IF NOT EXISTS relay_acceptances (group_id BYTEA NOT NULL REFERENCES relay_groups(id) ON DELETE CASCADE,
+                                                     signing_key BYTEA NOT NULL, accepted BOOLEAN NOT NULL, PRIMARY KEY (group_id, signing_key))
+        """,
+        // Invitations are listed in the order groups were registered.
+        "ALTER TABLE relay_groups ADD COLUMN IF NOT EXISTS registered BIGSERIAL",
+        "CREATE INDEX IF NOT EXISTS relay_groups_by_owner ON relay_groups(owner)",
+        "ALTER TABLE relay_groups ADD COLUMN IF NOT EXISTS owner_card BYTEA",
+        "CREATE TABLE IF NOT EXISTS relay_invites (hash BYTEA PRIMARY KEY, uses INTEGER NOT NULL, expires BIGINT NOT NULL, created BIGINT NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS relay_invited_owners (signing_key BYTEA PRIMARY KEY, invited BIGINT NOT NULL)",
+        "CREATE UNLOGGED TABLE IF NOT EXISTS relay_usage (scope BYTEA PRIMARY KEY, bytes BIGINT NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS relay_address_secret (id INTEGER PRIMARY KEY CHECK (id = 1), secret BYTEA NOT NULL)",
+        "ALTER TABLE relay_links ADD COLUMN IF NOT EXISTS attempts_full BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE relay_links ADD COLUMN IF NOT EXISTS source BYTEA",
+        "CREATE INDEX IF NOT EXISTS relay_links_by_source ON relay_links(source)",
+    ]
 
     private static let schema = [
         "CREATE TABLE IF NOT EXISTS relay_identity (id INTEGER PRIMARY KEY CHECK (id = 1), secret BYTEA NOT NULL)",
@@ -145,13 +194,19 @@ final class PostgresRelayStore: RelayStore {
     ]
 
     func identitySecret(create: @Sendable () -> [UInt8]) async throws -> [UInt8] {
+        try await secret(in: "relay_identity", create: create)
+    }
+
+    /// The secret of a one-row table (`id = 1`), made by `create` the first time. Whichever
+    /// process inserts first wins; the others read its secret.
+    func secret(in table: String, create: @Sendable () -> [UInt8]) async throws -> [UInt8] {
         let fresh = Data(create())
-        // Whichever process inserts first wins; the others read its secret.
-        try await client.query("INSERT INTO relay_identity (id, secret) VALUES (1, \(fresh)) ON CONFLICT (id) DO NOTHING", logger: logger)
-        for try await secret in try await client.query("SELECT secret FROM relay_identity WHERE id = 1", logger: logger).decode(Data.self) {
+        try await client.query("INSERT INTO \(unescaped: table) (id, secret) VALUES (1, \(fresh)) ON CONFLICT (id) DO NOTHING", logger: logger)
+        for try await secret in try await client.query("SELECT secret FROM \(unescaped: table) WHERE id = 1", logger: logger)
+            .decode(Data.self) {
             return [UInt8](secret)
         }
-        throw RelayStartFailure("the relay's identity could not be stored")
+        throw RelayStartFailure("the relay's \(table) could not be stored")
     }
 
     func remember(nonce: [UInt8], expires: UInt64) async throws -> Bool {
@@ -160,83 +215,51 @@ final class PostgresRelayStore: RelayStore {
             """)
     }
 
-    func group(id: [UInt8]) async throws -> StoredGroup? {
-        let rows = try await client.query("SELECT id, version, owner, record FROM relay_groups WHERE id = \(Data(id))", logger: logger)
-        for try await row in rows.decode((Data, Int64, Data, Data).self) { return Self.group(row) }
-        return nil
-    }
-
-    func put(group: StoredGroup, members: [[UInt8]]) async throws -> Bool {
-        try await client.withTransaction(logger: logger) { db in
-            let id = Data(group.id)
-            var stored: Int64?
-            for try await version in try await db.query("SELECT version FROM relay_groups WHERE id = \(id) FOR UPDATE", logger: logger)
-                .decode(Int64.self) { stored = version }
-            if let stored {
-                guard UInt64(stored) < group.version else { return false }
-                try await db.query("UPDATE relay_groups SET version = \(Int64(group.version)), record = \(Data(group.record)) WHERE id = \(id)",
-                                   logger: logger)
-                try await db.query("DELETE FROM relay_members WHERE group_id = \(id)", logger: logger)
-            } else {
-                let inserted = try await db.query("""
-                    INSERT INTO relay_groups (id, version, owner, record) VALUES (\(id), \(Int64(group.version)), \(Data(group.owner)),
-                    \(Data(group.record))) ON CONFLICT (id) DO NOTHING RETURNING 1
-                    """, logger: logger)
-                var created = false
-                for try await _ in inserted { created = true }
-                // Another process registered it in between: the caller retries, as after a stale version.
-                guard created else { return false }
-            }
-            for member in members {
-                try await db.query("INSERT INTO relay_members (group_id, signing_key) VALUES (\(id), \(Data(member)))", logger: logger)
-            }
-            return true
+    func begin(message: NewMessage, quotas: Quotas, now: UInt64) async throws -> MessageBegin {
+        let outcome: MessageBegin? = try await client.withTransaction(logger: logger) { db in
+            try await begin(db, message, quotas: quotas, now: now)
         }
-    }
-
-    func groups(member: [UInt8]) async throws -> [StoredGroup] {
-        let rows = try await client.query("""
-            SELECT g.id, g.version, g.owner, g.record FROM relay_groups g JOIN relay_members m ON m.group_id = g.id
-            WHERE m.signing_key = \(Data(member)) ORDER BY g.id
-            """, logger: logger)
-        var groups: [StoredGroup] = []
-        for try await row in rows.decode((Data, Int64, Data, Data).self) { groups.append(Self.group(row)) }
-        return groups
-    }
-
-    func isMember(_ key: [UInt8], of group: [UInt8]) async throws -> Bool {
-        try await exists("SELECT 1 FROM relay_members WHERE group_id = \(Data(group)) AND signing_key = \(Data(key))")
-    }
-
-    func isMember(_ key: [UInt8]) async throws -> Bool {
-        try await exists("SELECT 1 FROM relay_members WHERE signing_key = \(Data(key)) LIMIT 1")
-    }
-
-    func begin(message: NewMessage, quota: UInt64, now: UInt64) async throws -> Int64? {
-        let outcome: Int64? = try await client.withTransaction(logger: logger) { db in
-            // One upload at a time per group across processes, so two cannot both fit the
-            // quota's last bytes.
-            try await db.query("SELECT pg_advisory_xact_lock(\(Self.lockKey(message.group)))", logger: logger)
-            var used: Int64 = 0
-            for try await sum in try await db.query("""
-                SELECT COALESCE(SUM(size), 0)::BIGINT FROM relay_messages WHERE group_id = \(Data(message.group)) AND expires > \(Int64(now)) AND ready < 2
-                """, logger: logger).decode(Int64.self) { used = sum }
-            guard UInt64(used) + message.size <= quota else { return nil }
-            var row: Int64?
-            for try await inserted in try await db.query("""
-                INSERT INTO relay_messages (group_id, id, sender, size, expires, delete_when_confirmed, body_hash, created)
-                VALUES (\(Data(message.group)), \(Data(message.id)), \(Data(message.sender)), \(Int64(message.size)), \(Int64(message.expires)),
-                        \(message.deleteWhenConfirmed), \(Data(message.bodyHash)), \(Int64(message.created)))
-                ON CONFLICT (group_id, id) DO NOTHING RETURNING row
-                """, logger: logger).decode(Int64.self) { row = inserted }
-            guard let row else { return -1 }
-            for recipient in message.recipients {
-                try await db.query("INSERT INTO relay_recipients (message, signing_key) VALUES (\(row), \(Data(recipient)))", logger: logger)
-            }
-            return row
-        }
-        if outcome == -1 { throw RelayStoreConflict() }
+        guard let outcome else { throw RelayStoreConflict() }
         return outcome
+    }
+
+    func storeWhole(message: NewMessage, bytes: [UInt8], quotas: Quotas, now: UInt64) async throws -> MessageBegin {
+        let outcome: MessageBegin? = try await client.withTransaction(logger: logger) { db in
+            // The quota lock, then the finish lock: no transaction takes them the other way.
+            let begun = try await begin(db, message, quotas: quotas, now: now)
+            guard case .started(let row)? = begun else { return begun }
+            if !bytes.isEmpty {
+                try await db.query("INSERT INTO relay_chunks (message, n, bytes) VALUES (\(row), 0, \(Data(bytes)))", logger: logger)
+            }
+            try await finish(db, row)
+            return begun
+        }
+        guard let outcome else { throw RelayStoreConflict() }
+        return outcome
+    }
+
+    /// Starts a message in `db`'s transaction: nil when it exists. One upload starts at a
+    /// time across processes (the quota lock), so two cannot both fit a quota's last bytes;
+    /// the transaction is a few statements, not the upload.
+    private func begin(_ db: PostgresConnection, _ message: NewMessage, quotas: Quotas, now: UInt64) async throws -> MessageBegin? {
+        try await db.query("SELECT pg_advisory_xact_lock(\(Self.quotaLock))", logger: logger)
+        let owner = try await Self.owner(db, message.group, logger: logger)
+        if try await Self.used(db, message.group, logger: logger) + message.size > quotas.group { return .overGroupQuota }
+        if try await Self.used(db, owner, logger: logger) + message.size > quotas.owner { return .overOwnerQuota }
+        if try await Self.used(db, [], logger: logger) + message.size > quotas.total { return .overTotalQuota }
+        var row: Int64?
+        for try await inserted in try await db.query("""
+            INSERT INTO relay_messages (group_id, id, sender, size, expires, delete_when_confirmed, body_hash, created)
+            VALUES (\(Data(message.group)), \(Data(message.id)), \(Data(message.sender)), \(Int64(message.size)), \(Int64(message.expires)),
+                    \(message.deleteWhenConfirmed), \(Data(message.bodyHash)), \(Int64(message.created)))
+            ON CONFLICT (group_id, id) DO NOTHING RETURNING row
+            """, logger: logger).decode(Int64.self) { row = inserted }
+        guard let row else { return nil }
+        for recipient in message.recipients {
+            try await db.query("INSERT INTO relay_recipients (message, signing_key) VALUES (\(row), \(Data(recipient)))", logger: logger)
+        }
+        try await Self.count(db, Int64(message.size), in: [message.group, owner, []], logger: logger)
+        return .started(row)
     }
 
     func append(chunk: [UInt8], index: Int, to message: Int64) async throws {
@@ -250,18 +273,20 @@ final class PostgresRelayStore: RelayStore {
     /// see. The notification is sent when the transaction commits, so a process that hears
     /// it finds the message.
     func finish(message: Int64) async throws {
-        try await client.withTransaction(logger: logger) { db in
-            try await db.query("SELECT pg_advisory_xact_lock(\(Self.finishLock))", logger: logger)
-            try await db.query("UPDATE relay_messages SET ready = 1, finished = nextval('relay_finished') WHERE row = \(message)",
-                               logger: logger)
-            var keys: [String] = []
-            for try await key in try await db.query("SELECT signing_key FROM relay_recipients WHERE message = \(message)", logger: logger)
-                .decode(Data.self) { keys.append(key.hex) }
-            // A payload is at most 8000 bytes: 100 keys of 64 hex digits each, and the tag.
-            for start in stride(from: 0, to: keys.count, by: 100) {
-                let payload = ([tag] + keys[start..<min(keys.count, start + 100)]).joined(separator: " ")
-                try await db.query("SELECT pg_notify(\(Self.channel), \(payload))", logger: logger)
-            }
+        try await client.withTransaction(logger: logger) { db in try await finish(db, message) }
+    }
+
+    private func finish(_ db: PostgresConnection, _ message: Int64) async throws {
+        try await db.query("SELECT pg_advisory_xact_lock(\(Self.finishLock))", logger: logger)
+        try await db.query("UPDATE relay_messages SET ready = 1, finished = nextval('relay_finished') WHERE row = \(message)",
+                           logger: logger)
+        var keys: [String] = []
+        for try await key in try await db.query("SELECT signing_key FROM relay_recipients WHERE message = \(message)", logger: logger)
+            .decode(Data.self) { keys.append(key.hex) }
+        // A payload is at most 8000 bytes: 100 keys of 64 hex digits each, and the tag.
+        for start in stride(from: 0, to: keys.count, by: 100) {
+            let payload = ([tag] + keys[start..<min(keys.count, start + 100)]).joined(separator: " ")
+            try await db.query("SELECT pg_notify(\(Self.channel), \(payload))", logger: logger)
         }
     }
 
@@ -270,6 +295,8 @@ final class PostgresRelayStore: RelayStore {
     /// The advisory lock that finishes messages one at a time (and the schema's changes
     /// outside any finish).
     private static let finishLock: Int64 = 7782
+    /// The advisory lock under which quotas are checked and counted, across processes.
+    static let quotaLock: Int64 = 7783
 
     /// Wakes this process's waiters for what the other processes finish, on a pooled
     /// connection held for it, until cancelled. Each time it starts listening (again, after
@@ -296,16 +323,19 @@ final class PostgresRelayStore: RelayStore {
     }
 
     func abandon(message: Int64) async throws {
-        try await client.query("DELETE FROM relay_messages WHERE row = \(message)", logger: logger)
+        try await client.withTransaction(logger: logger) { db in
+            _ = try await Self.deleteMessages(db, "DELETE FROM relay_messages WHERE row = \(message) RETURNING group_id, size, ready", logger: logger)
+        }
     }
 
-    func messages(for recipient: [UInt8], after cursor: Int64, limit: Int, now: UInt64) async throws -> [ListedMessage] {
+    func messages(for recipient: [UInt8], in group: [UInt8]?, after cursor: Int64, limit: Int, now: UInt64) async throws -> [ListedMessage] {
         try await listed("""
             SELECT m.row, m.finished, m.group_id, m.id, m.size, m.expires, m.body_hash FROM relay_messages m
             JOIN relay_recipients r ON r.message = m.row
             JOIN relay_members mb ON mb.group_id = m.group_id AND mb.signing_key = r.signing_key
+            JOIN relay_acceptances ac ON ac.group_id = m.group_id AND ac.signing_key = r.signing_key AND ac.accepted
             WHERE r.signing_key = \(Data(recipient)) AND NOT r.confirmed AND m.ready = 1 AND m.expires > \(Int64(now))
-              AND m.finished > \(cursor)
+              AND m.finished > \(cursor) AND (\(group.map { Data($0) })::BYTEA IS NULL OR m.group_id = \(group.map { Data($0) }))
             ORDER BY m.finished LIMIT \(limit)
             """)
     }
@@ -315,6 +345,7 @@ final class PostgresRelayStore: RelayStore {
             SELECT m.row, COALESCE(m.finished, 0), m.group_id, m.id, m.size, m.expires, m.body_hash FROM relay_messages m
             JOIN relay_recipients r ON r.message = m.row
             JOIN relay_members mb ON mb.group_id = m.group_id AND mb.signing_key = r.signing_key
+            JOIN relay_acceptances ac ON ac.group_id = m.group_id AND ac.signing_key = r.signing_key AND ac.accepted
             WHERE m.group_id = \(Data(group)) AND m.id = \(Data(id)) AND r.signing_key = \(Data(recipient)) AND m.ready = 1
               AND m.expires > \(Int64(now))
             """).first
@@ -328,16 +359,17 @@ final class PostgresRelayStore: RelayStore {
 
     func confirm(group: [UInt8], id: [UInt8], by recipient: [UInt8], now: UInt64) async throws -> Bool {
         try await client.withTransaction(logger: logger) { db in
-            var found: (Int64, Bool)?
+            var found: (Int64, Bool, Int64)?
             for try await row in try await db.query("""
-                SELECT m.row, m.delete_when_confirmed FROM relay_messages m
+                SELECT m.row, m.delete_when_confirmed, m.size FROM relay_messages m
                 JOIN relay_recipients r ON r.message = m.row
                 JOIN relay_members mb ON mb.group_id = m.group_id AND mb.signing_key = r.signing_key
+                JOIN relay_acceptances ac ON ac.group_id = m.group_id AND ac.signing_key = r.signing_key AND ac.accepted
                 WHERE m.group_id = \(Data(group)) AND m.id = \(Data(id)) AND r.signing_key = \(Data(recipient)) AND m.ready = 1
                   AND m.expires > \(Int64(now))
                 FOR UPDATE OF m
-                """, logger: logger).decode((Int64, Bool).self) { found = row }
-            guard let (message, deleteWhenConfirmed) = found else { return false }
+                """, logger: logger).decode((Int64, Bool, Int64).self) { found = row }
+            guard let (message, deleteWhenConfirmed, size) = found else { return false }
             try await db.query("UPDATE relay_recipients SET confirmed = TRUE WHERE message = \(message) AND signing_key = \(Data(recipient))",
                                logger: logger)
             var waiting = 0
@@ -347,6 +379,8 @@ final class PostgresRelayStore: RelayStore {
             if deleteWhenConfirmed && waiting == 0 {
                 try await db.query("DELETE FROM relay_chunks WHERE message = \(message)", logger: logger)
                 try await db.query("UPDATE relay_messages SET ready = 2 WHERE row = \(message)", logger: logger)
+                // Content deleted on confirmation no longer counts against any quota.
+                try await Self.count(db, -size, in: [group, try await Self.owner(db, group, logger: logger), []], logger: logger)
             }
             return true
         }
@@ -365,9 +399,12 @@ final class PostgresRelayStore: RelayStore {
     }
 
     func delete(group: [UInt8], id: [UInt8], sender: [UInt8]) async throws -> Bool {
-        try await exists("""
-            DELETE FROM relay_messages WHERE group_id = \(Data(group)) AND id = \(Data(id)) AND sender = \(Data(sender)) RETURNING 1
-            """)
+        try await client.withTransaction(logger: logger) { db in
+            try await Self.deleteMessages(db, """
+                DELETE FROM relay_messages WHERE group_id = \(Data(group)) AND id = \(Data(id)) AND sender = \(Data(sender))
+                RETURNING group_id, size, ready
+                """, logger: logger) > 0
+        }
     }
 
     func sweep(now: UInt64, staleBefore: UInt64) async throws -> Int {
@@ -379,6 +416,11 @@ final class PostgresRelayStore: RelayStore {
             DELETE FROM relay_links WHERE expires <= \(Int64(now)) OR (ready = 0 AND created < \(Int64(staleBefore))) RETURNING 1
             """, logger: logger) { deleted += 1 }
         try await client.query("DELETE FROM relay_nonces WHERE expires <= \(Int64(now))", logger: logger)
+        try await client.query("DELETE FROM relay_invites WHERE expires <= \(Int64(now)) OR uses <= 0", logger: logger)
+        try await client.withTransaction(logger: logger) { db in
+            try await db.query("SELECT pg_advisory_xact_lock(\(Self.quotaLock))", logger: logger)
+            try await Self.recount(db, logger: logger)
+        }
         return deleted
     }
 
@@ -398,12 +440,57 @@ final class PostgresRelayStore: RelayStore {
         return listed
     }
 
-    private static func group(_ row: (Data, Int64, Data, Data)) -> StoredGroup {
-        StoredGroup(id: [UInt8](row.0), version: UInt64(row.1), owner: [UInt8](row.2), record: [UInt8](row.3))
+    // MARK: Quotas
+
+    /// Bytes counted against a scope: a group id (16 bytes, its messages), an owner key (32,
+    /// the messages and records of its groups), or none (the relay's total).
+    static func used(_ db: PostgresConnection, _ scope: [UInt8], logger: Logger) async throws -> UInt64 {
+        for try await bytes in try await db.query("SELECT bytes FROM relay_usage WHERE scope = \(Data(scope))", logger: logger)
+            .decode(Int64.self) { return UInt64(max(0, bytes)) }
+        return 0
     }
 
-    /// An advisory lock's key for a group: its id's first 8 bytes.
-    private static func lockKey(_ group: [UInt8]) -> Int64 {
-        Int64(bitPattern: group.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) })
+    static func count(_ db: PostgresConnection, _ bytes: Int64, in scopes: [[UInt8]], logger: Logger) async throws {
+        for scope in scopes {
+            try await db.query("""
+                INSERT INTO relay_usage (scope, bytes) VALUES (\(Data(scope)), \(bytes))
+                ON CONFLICT (scope) DO UPDATE SET bytes = relay_usage.bytes + excluded.bytes
+                """, logger: logger)
+        }
+    }
+
+    static func owner(_ db: PostgresConnection, _ group: [UInt8], logger: Logger) async throws -> [UInt8] {
+        for try await owner in try await db.query("SELECT owner FROM relay_groups WHERE id = \(Data(group))", logger: logger)
+            .decode(Data.self) { return [UInt8](owner) }
+        return []
+    }
+
+    /// Runs a `DELETE … RETURNING group_id, size, ready` of messages and takes what they
+    /// counted off the quotas; returns how many it deleted.
+    static func deleteMessages(_ db: PostgresConnection, _ query: PostgresQuery, logger: Logger) async throws -> Int {
+        var deleted: [(Data, Int64, Int16)] = []
+        for try await row in try await db.query(query, logger: logger).decode((Data, Int64, Int16).self) { deleted.append(row) }
+        for (group, size, ready) in deleted where ready < 2 {
+            try await count(db, -size, in: [[UInt8](group), try await owner(db, [UInt8](group), logger: logger), []], logger: logger)
+        }
+        return deleted.count
+    }
+
+    /// Counts every quota's usage again from the messages and records there are.
+    static func recount(_ db: PostgresConnection, logger: Logger) async throws {
+        try await db.query("DELETE FROM relay_usage", logger: logger)
+        try await db.query("""
+            INSERT INTO relay_usage (scope, bytes) SELECT group_id, SUM(size)::BIGINT FROM relay_messages WHERE ready < 2 GROUP BY group_id
+            """, logger: logger)
+        try await db.query("""
+            INSERT INTO relay_usage (scope, bytes)
+            SELECT owner, SUM(bytes)::BIGINT FROM (SELECT g.owner AS owner, m.size AS bytes FROM relay_messages m
+                                                   JOIN relay_groups g ON g.id = m.group_id WHERE m.ready < 2
+                                                   UNION ALL SELECT owner, length(record)::BIGINT FROM relay_groups) AS used GROUP BY owner
+            """, logger: logger)
+        try await db.query("""
+            INSERT INTO relay_usage (scope, bytes) VALUES (''::BYTEA, (SELECT COALESCE(SUM(size), 0)::BIGINT FROM relay_messages WHERE ready < 2)
+                                                                    + (SELECT COALESCE(SUM(length(record)), 0)::BIGINT FROM relay_groups))
+            """, logger: logger)
     }
 }

@@ -16,16 +16,43 @@ extension SQLiteRelayStore {
             """)
     }
 
-    func begin(link: NewLink, quota: UInt64, now: UInt64) async throws -> Int64? {
+    func begin(link: NewLink, quota: UInt64, perSource: SourceQuota, now: UInt64) async throws -> LinkBegin {
         try await pool.write { db in
-            // One writer at a time: the quota check and the insert cannot interleave.
+            // One writer at a time: the quota checks and the insert cannot interleave.
             let used = try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(size), 0) FROM links WHERE expires > ?", arguments: [Int64(now)]) ?? 0
-            guard UInt64(used) + link.size <= quota else { return nil }
+            guard UInt64(used) + link.size <= quota else { return .overQuota }
+            if let source = link.source {
+                let row = try Row.fetchOne(db, sql: "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM links WHERE source = ? AND expires > ?",
+                                           arguments: [Data(source), Int64(now)])
+                let (count, bytes) = (row?[0] as Int? ?? 0, row?[1] as Int64? ?? 0)
+                guard count < perSource.count, UInt64(bytes) + link.size <= perSource.bytes else { return .overSourceQuota }
+            }
             try db.execute(sql: """
-                INSERT INTO links (id, size, expires, views, iterations, claim_hash, delete_hash, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO links (id, size, expires, views, iterations, claim_hash, delete_hash, created, source)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """, arguments: [Data(link.id), Int64(link.size), Int64(link.expires), link.views, link.iterations,
-                                 Data(link.claimHash), Data(link.deleteHash), Int64(link.created)])
-            return db.lastInsertedRowID
+                                 Data(link.claimHash), Data(link.deleteHash), Int64(link.created), link.source.map { Data($0) }])
+            return .started(db.lastInsertedRowID)
+        }
+    }
+
+    func spendAttempt(link id: [UInt8], now: UInt64, burst: UInt64, interval: UInt64) async throws -> AttemptSpent {
+        try await pool.write { db in
+            try db.execute(sql: """
+                UPDATE links SET attempts_full = MAX(attempts_full, :now) + :interval
+                WHERE id = :id AND ready = 1 AND views > 0 AND expires > :seconds AND MAX(attempts_full, :now) + :interval - :now <= :window
+                """, arguments: ["now": Int64(now), "interval": Int64(interval), "id": Data(id), "seconds": Int64(now / 1000),
+                                 "window": Int64(burst * interval)])
+            if db.changesCount == 1 { return .spent }
+            let served = try Bool.fetchOne(db, sql: "SELECT 1 FROM links WHERE id = ? AND ready = 1 AND views > 0 AND expires > ?",
+                                           arguments: [Data(id), Int64(now / 1000)]) ?? false
+            return served ? .exhausted : .gone
+        }
+    }
+
+    func refundAttempt(link row: Int64, interval: UInt64) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE links SET attempts_full = MAX(attempts_full - ?, 0) WHERE row = ?", arguments: [Int64(interval), row])
         }
     }
 

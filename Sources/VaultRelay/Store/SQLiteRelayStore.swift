@@ -23,6 +23,10 @@ final class SQLiteRelayStore: RelayStore {
         configuration.busyMode = .timeout(10)
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA secure_delete = ON")
+            // In WAL mode, NORMAL syncs at checkpoints, not at every commit: a commit no
+            // longer waits for the disk (a relay makes several for each request), and a power
+            // cut can lose the last commits, never corrupt the file (Docs/RELAY.md, "SQLite").
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
         }
         pool = try DatabasePool(path: path, configuration: configuration)
         var migrator = DatabaseMigrator()
@@ -62,7 +66,35 @@ final class SQLiteRelayStore: RelayStore {
                 INSERT INTO message_cursor (id, last) VALUES (1, COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'messages'), 0));
                 """)
         }
+        migrator.registerMigration("v4-open-internet", migrate: Self.openInternet)
         try migrator.migrate(pool)
+    }
+
+    /// Issue 37: members opt in to groups; operator policy (invited owners) and quotas kept
+    /// as running counts; links' claim allowance and source in the store.
+    private static func openInternet(_ db: Database) throws {
+        try db.execute(sql: """
+            CREATE TABLE acceptances (group_id BLOB NOT NULL REFERENCES groups(id) ON DELETE CASCADE, signing_key BLOB NOT NULL,
+                                      accepted INTEGER NOT NULL, PRIMARY KEY (group_id, signing_key));
+            -- Members from before opt-in keep being served: they were taken without asking,
+            -- and their owners are theirs to judge.
+            INSERT INTO acceptances (group_id, signing_key, accepted) SELECT group_id, signing_key, 1 FROM members;
+            CREATE TABLE invites (hash BLOB PRIMARY KEY, uses INTEGER NOT NULL, expires INTEGER NOT NULL, created INTEGER NOT NULL);
+            CREATE TABLE invited_owners (signing_key BLOB PRIMARY KEY, invited INTEGER NOT NULL);
+            CREATE TABLE usage (scope BLOB PRIMARY KEY, bytes INTEGER NOT NULL);
+            CREATE TABLE address_secret (id INTEGER PRIMARY KEY CHECK (id = 1), secret BLOB NOT NULL);
+            ALTER TABLE links ADD COLUMN attempts_full INTEGER NOT NULL DEFAULT 0;
+            ALTER TABLE links ADD COLUMN source BLOB;
+            CREATE INDEX links_by_source ON links(source);
+            CREATE INDEX groups_by_owner ON groups(owner);
+            ALTER TABLE groups ADD COLUMN owner_card BLOB;
+            """)
+        // Invitations name the owner by its whole card, which the records hold.
+        for row in try Row.fetchAll(db, sql: "SELECT id, record FROM groups") {
+            guard let record = try? GroupRecord(parsing: bytes(row, 1)) else { continue }
+            try db.execute(sql: "UPDATE groups SET owner_card = ? WHERE id = ?", arguments: [Data(record.owner.encoded), row[0] as Data])
+        }
+        try recount(db)
     }
 
     /// Nothing runs in the background.
@@ -74,84 +106,63 @@ final class SQLiteRelayStore: RelayStore {
     func prepare() async throws {}
 
     func identitySecret(create: @Sendable () -> [UInt8]) async throws -> [UInt8] {
+        try await secret(in: "relay_identity", create: create)
+    }
+
+    /// The secret of a one-row table (`id = 1`), made by `create` the first time.
+    func secret(in table: String, create: @Sendable () -> [UInt8]) async throws -> [UInt8] {
         try await pool.write { db in
-            if let secret = try Data.fetchOne(db, sql: "SELECT secret FROM relay_identity WHERE id = 1") { return [UInt8](secret) }
+            if let secret = try Data.fetchOne(db, sql: "SELECT secret FROM \(table) WHERE id = 1") { return [UInt8](secret) }
             let secret = create()
-            try db.execute(sql: "INSERT INTO relay_identity (id, secret) VALUES (1, ?)", arguments: [Data(secret)])
+            try db.execute(sql: "INSERT INTO \(table) (id, secret) VALUES (1, ?)", arguments: [Data(secret)])
             return secret
         }
     }
 
     func remember(nonce: [UInt8], expires: UInt64) async throws -> Bool {
         try await pool.write { db in
-            try db.execute(sql: "INSERT OR IGNORE INTO nonces (nonce, expires) VALUES (?, ?)", arguments: [Data(nonce), Int64(expires)])
+            try db.cachedStatement(sql: "INSERT OR IGNORE INTO nonces (nonce, expires) VALUES (?, ?)").execute(arguments: [Data(nonce), Int64(expires)])
             return db.changesCount == 1
         }
     }
 
-    func group(id: [UInt8]) async throws -> StoredGroup? {
-        try await pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT id, version, owner, record FROM groups WHERE id = ?", arguments: [Data(id)]).map(Self.group)
-        }
+    func begin(message: NewMessage, quotas: Quotas, now: UInt64) async throws -> MessageBegin {
+        try await pool.write { db in try Self.begin(db, message, quotas: quotas, now: now) }
     }
 
-    func put(group: StoredGroup, members: [[UInt8]]) async throws -> Bool {
+    func storeWhole(message: NewMessage, bytes: [UInt8], quotas: Quotas, now: UInt64) async throws -> MessageBegin {
         try await pool.write { db in
-            if let version = try Int64.fetchOne(db, sql: "SELECT version FROM groups WHERE id = ?", arguments: [Data(group.id)]) {
-                guard UInt64(version) < group.version else { return false }
-                try db.execute(sql: "UPDATE groups SET version = ?, record = ? WHERE id = ?",
-                               arguments: [Int64(group.version), Data(group.record), Data(group.id)])
-                try db.execute(sql: "DELETE FROM members WHERE group_id = ?", arguments: [Data(group.id)])
-            } else {
-                try db.execute(sql: "INSERT INTO groups (id, version, owner, record) VALUES (?, ?, ?, ?)",
-                               arguments: [Data(group.id), Int64(group.version), Data(group.owner), Data(group.record)])
+            let outcome = try Self.begin(db, message, quotas: quotas, now: now)
+            guard case .started(let row) = outcome else { return outcome }
+            if !bytes.isEmpty {
+                try db.execute(sql: "INSERT INTO chunks (message, n, bytes) VALUES (?, 0, ?)", arguments: [row, Data(bytes)])
             }
-            for member in members {
-                try db.execute(sql: "INSERT INTO members (group_id, signing_key) VALUES (?, ?)", arguments: [Data(group.id), Data(member)])
-            }
-            return true
+            try Self.finish(db, row)
+            return outcome
         }
     }
 
-    func groups(member: [UInt8]) async throws -> [StoredGroup] {
-        try await pool.read { db in
-            try Row.fetchAll(db, sql: """
-                SELECT g.id, g.version, g.owner, g.record FROM groups g JOIN members m ON m.group_id = g.id
-                WHERE m.signing_key = ? ORDER BY g.id
-                """, arguments: [Data(member)]).map(Self.group)
+    /// One writer at a time: the checks and the counts they read cannot interleave.
+    private static func begin(_ db: Database, _ message: NewMessage, quotas: Quotas, now: UInt64) throws -> MessageBegin {
+        let owner = try owner(db, message.group)
+        if try used(db, message.group) + message.size > quotas.group { return .overGroupQuota }
+        if try used(db, owner) + message.size > quotas.owner { return .overOwnerQuota }
+        if try used(db, []) + message.size > quotas.total { return .overTotalQuota }
+        do {
+            try db.execute(sql: """
+                INSERT INTO messages (group_id, id, sender, size, expires, delete_when_confirmed, body_hash, created)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """, arguments: [Data(message.group), Data(message.id), Data(message.sender), Int64(message.size),
+                                 Int64(message.expires), message.deleteWhenConfirmed, Data(message.bodyHash), Int64(message.created)])
+        } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE {
+            throw RelayStoreConflict()
         }
-    }
-
-    func isMember(_ key: [UInt8], of group: [UInt8]) async throws -> Bool {
-        try await pool.read { db in
-            try Bool.fetchOne(db, sql: "SELECT 1 FROM members WHERE group_id = ? AND signing_key = ?", arguments: [Data(group), Data(key)]) ?? false
+        let row = db.lastInsertedRowID
+        for recipient in message.recipients {
+            try db.execute(sql: "INSERT INTO recipients (message, signing_key) VALUES (?, ?)", arguments: [row, Data(recipient)])
         }
-    }
-
-    func isMember(_ key: [UInt8]) async throws -> Bool {
-        try await pool.read { db in try Bool.fetchOne(db, sql: "SELECT 1 FROM members WHERE signing_key = ? LIMIT 1", arguments: [Data(key)]) ?? false }
-    }
-
-    func begin(message: NewMessage, quota: UInt64, now: UInt64) async throws -> Int64? {
-        try await pool.write { db in
-            let used = try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(size), 0) FROM messages WHERE group_id = ? AND expires > ? AND ready < 2",
-                                          arguments: [Data(message.group), Int64(now)]) ?? 0
-            guard UInt64(used) + message.size <= quota else { return nil }
-            do {
-                try db.execute(sql: """
-                    INSERT INTO messages (group_id, id, sender, size, expires, delete_when_confirmed, body_hash, created)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                    """, arguments: [Data(message.group), Data(message.id), Data(message.sender), Int64(message.size),
-                                     Int64(message.expires), message.deleteWhenConfirmed, Data(message.bodyHash), Int64(message.created)])
-            } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE {
-                throw RelayStoreConflict()
-            }
-            let row = db.lastInsertedRowID
-            for recipient in message.recipients {
-                try db.execute(sql: "INSERT INTO recipients (message, signing_key) VALUES (?, ?)", arguments: [row, Data(recipient)])
-            }
-            return row
-        }
+        try count(db, Int64(message.size), in: [message.group, owner, []])
+        return .started(row)
     }
 
     func append(chunk: [UInt8], index: Int, to message: Int64) async throws {
@@ -162,52 +173,55 @@ final class SQLiteRelayStore: RelayStore {
 
     /// One writer at a time: cursors are handed out in the order the messages become visible.
     func finish(message: Int64) async throws {
-        try await pool.write { db in
-            try db.execute(sql: "UPDATE message_cursor SET last = last + 1 WHERE id = 1")
-            try db.execute(sql: "UPDATE messages SET ready = 1, finished = (SELECT last FROM message_cursor WHERE id = 1) WHERE row = ?",
-                           arguments: [message])
-        }
+        try await pool.write { db in try Self.finish(db, message) }
+    }
+
+    private static func finish(_ db: Database, _ message: Int64) throws {
+        try db.execute(sql: "UPDATE message_cursor SET last = last + 1 WHERE id = 1")
+        try db.execute(sql: "UPDATE messages SET ready = 1, finished = (SELECT last FROM message_cursor WHERE id = 1) WHERE row = ?",
+                       arguments: [message])
     }
 
     func abandon(message: Int64) async throws {
-        try await pool.write { db in try db.execute(sql: "DELETE FROM messages WHERE row = ?", arguments: [message]) }
+        _ = try await pool.write { db in try Self.deleteMessages(db, "row = ?", [message]) }
     }
 
-    func messages(for recipient: [UInt8], after cursor: Int64, limit: Int, now: UInt64) async throws -> [ListedMessage] {
+    func messages(for recipient: [UInt8], in group: [UInt8]?, after cursor: Int64, limit: Int, now: UInt64) async throws -> [ListedMessage] {
         try await pool.read { db in
-            try Row.fetchAll(db, sql: """
+            try Row.fetchAll(db.cachedStatement(sql: """
                 SELECT m.row, m.finished, m.group_id, m.id, m.size, m.expires, m.body_hash FROM messages m
                 JOIN recipients r ON r.message = m.row
-                JOIN members mb ON mb.group_id = m.group_id AND mb.signing_key = r.signing_key
+                \(Self.memberJoin)
                 WHERE r.signing_key = ? AND r.confirmed = 0 AND m.ready = 1 AND m.expires > ? AND m.finished > ?
+                  AND (? IS NULL OR m.group_id = ?)
                 ORDER BY m.finished LIMIT ?
-                """, arguments: [Data(recipient), Int64(now), cursor, limit]).map(Self.listed)
+                """), arguments: [Data(recipient), Int64(now), cursor, group.map { Data($0) }, group.map { Data($0) }, limit]).map(Self.listed)
         }
     }
 
     func message(group: [UInt8], id: [UInt8], for recipient: [UInt8], now: UInt64) async throws -> ListedMessage? {
         try await pool.read { db in
-            try Row.fetchOne(db, sql: """
+            try Row.fetchOne(db.cachedStatement(sql: """
                 SELECT m.row, COALESCE(m.finished, 0), m.group_id, m.id, m.size, m.expires, m.body_hash FROM messages m
                 JOIN recipients r ON r.message = m.row
-                JOIN members mb ON mb.group_id = m.group_id AND mb.signing_key = r.signing_key
+                \(Self.memberJoin)
                 WHERE m.group_id = ? AND m.id = ? AND r.signing_key = ? AND m.ready = 1 AND m.expires > ?
-                """, arguments: [Data(group), Data(id), Data(recipient), Int64(now)]).map(Self.listed)
+                """), arguments: [Data(group), Data(id), Data(recipient), Int64(now)]).map(Self.listed)
         }
     }
 
     func chunk(_ index: Int, of message: Int64) async throws -> [UInt8]? {
         try await pool.read { db in
-            try Data.fetchOne(db, sql: "SELECT bytes FROM chunks WHERE message = ? AND n = ?", arguments: [message, index]).map { [UInt8]($0) }
+            try Data.fetchOne(db.cachedStatement(sql: "SELECT bytes FROM chunks WHERE message = ? AND n = ?"), arguments: [message, index]).map { [UInt8]($0) }
         }
     }
 
     func confirm(group: [UInt8], id: [UInt8], by recipient: [UInt8], now: UInt64) async throws -> Bool {
         try await pool.write { db in
             guard let row = try Row.fetchOne(db, sql: """
-                SELECT m.row, m.delete_when_confirmed FROM messages m
+                SELECT m.row, m.delete_when_confirmed, m.size, m.group_id FROM messages m
                 JOIN recipients r ON r.message = m.row
-                JOIN members mb ON mb.group_id = m.group_id AND mb.signing_key = r.signing_key
+                \(Self.memberJoin)
                 WHERE m.group_id = ? AND m.id = ? AND r.signing_key = ? AND m.ready = 1 AND m.expires > ?
                 """, arguments: [Data(group), Data(id), Data(recipient), Int64(now)]) else { return false }
             let message: Int64 = row[0]
@@ -216,6 +230,9 @@ final class SQLiteRelayStore: RelayStore {
             if (row[1] as Bool) && waiting == 0 {
                 try db.execute(sql: "DELETE FROM chunks WHERE message = ?", arguments: [message])
                 try db.execute(sql: "UPDATE messages SET ready = 2 WHERE row = ?", arguments: [message])
+                // Content deleted on confirmation no longer counts against any quota.
+                let group = [UInt8](row[3] as Data)
+                try Self.count(db, -(row[2] as Int64), in: [group, try Self.owner(db, group), []])
             }
             return true
         }
@@ -233,8 +250,7 @@ final class SQLiteRelayStore: RelayStore {
 
     func delete(group: [UInt8], id: [UInt8], sender: [UInt8]) async throws -> Bool {
         try await pool.write { db in
-            try db.execute(sql: "DELETE FROM messages WHERE group_id = ? AND id = ? AND sender = ?", arguments: [Data(group), Data(id), Data(sender)])
-            return db.changesCount > 0
+            try Self.deleteMessages(db, "group_id = ? AND id = ? AND sender = ?", [Data(group), Data(id), Data(sender)]) > 0
         }
     }
 
@@ -247,6 +263,8 @@ final class SQLiteRelayStore: RelayStore {
                            arguments: [Int64(now), Int64(staleBefore)])
             deleted += db.changesCount
             try db.execute(sql: "DELETE FROM nonces WHERE expires <= ?", arguments: [Int64(now)])
+            try db.execute(sql: "DELETE FROM invites WHERE expires <= ? OR uses <= 0", arguments: [Int64(now)])
+            try Self.recount(db)
             return deleted
         }
         // Outside a transaction, as SQLite requires: overwrite the log's copies too.
@@ -254,16 +272,63 @@ final class SQLiteRelayStore: RelayStore {
         return deleted
     }
 
-    private static func group(_ row: Row) -> StoredGroup {
-        StoredGroup(id: bytes(row, 0), version: UInt64(row[1] as Int64), owner: bytes(row, 2), record: bytes(row, 3))
-    }
-
     private static func listed(_ row: Row) -> ListedMessage {
         ListedMessage(row: row[0], cursor: row[1], group: bytes(row, 2), id: bytes(row, 3), size: UInt64(row[4] as Int64),
                       expires: UInt64(row[5] as Int64), bodyHash: bytes(row, 6))
     }
 
-    private static func bytes(_ row: Row, _ column: Int) -> [UInt8] { [UInt8](row[column] as Data) }
+    static func bytes(_ row: Row, _ column: Int) -> [UInt8] { [UInt8](row[column] as Data) }
+
+    // MARK: Quotas
+
+    /// What joins a message's recipient row to a member who accepted the group: removed
+    /// members, and named ones who have not accepted, are served nothing.
+    static let memberJoin = """
+        JOIN members mb ON mb.group_id = m.group_id AND mb.signing_key = r.signing_key
+        JOIN acceptances ac ON ac.group_id = m.group_id AND ac.signing_key = r.signing_key AND ac.accepted = 1
+        """
+
+    /// Bytes counted against a scope: a group id (16 bytes, its messages), an owner key (32,
+    /// the messages and records of its groups), or none (the relay's total).
+    static func used(_ db: Database, _ scope: [UInt8]) throws -> UInt64 {
+        UInt64(max(0, try Int64.fetchOne(db, sql: "SELECT bytes FROM usage WHERE scope = ?", arguments: [Data(scope)]) ?? 0))
+    }
+
+    static func count(_ db: Database, _ bytes: Int64, in scopes: [[UInt8]]) throws {
+        for scope in scopes {
+            try db.execute(sql: "INSERT INTO usage (scope, bytes) VALUES (?, ?) ON CONFLICT (scope) DO UPDATE SET bytes = bytes + excluded.bytes",
+                           arguments: [Data(scope), bytes])
+        }
+    }
+
+    static func owner(_ db: Database, _ group: [UInt8]) throws -> [UInt8] {
+        try Data.fetchOne(db, sql: "SELECT owner FROM groups WHERE id = ?", arguments: [Data(group)]).map { [UInt8]($0) } ?? []
+    }
+
+    /// Deletes the messages `condition` selects and takes what they counted off the quotas.
+    @discardableResult
+    static func deleteMessages(_ db: Database, _ condition: String, _ arguments: StatementArguments) throws -> Int {
+        let deleted = try Row.fetchAll(db, sql: "DELETE FROM messages WHERE \(condition) RETURNING group_id, size, ready", arguments: arguments)
+        for row in deleted where (row[2] as Int64) < 2 {
+            let group = bytes(row, 0)
+            try count(db, -(row[1] as Int64), in: [group, try owner(db, group), []])
+        }
+        return deleted.count
+    }
+
+    /// Counts every quota's usage again from the messages and records there are.
+    static func recount(_ db: Database) throws {
+        try db.execute(sql: """
+            DELETE FROM usage;
+            INSERT INTO usage (scope, bytes) SELECT group_id, SUM(size) FROM messages WHERE ready < 2 GROUP BY group_id;
+            INSERT INTO usage (scope, bytes)
+                SELECT owner, SUM(bytes) FROM (SELECT g.owner AS owner, m.size AS bytes FROM messages m JOIN groups g ON g.id = m.group_id
+                                               WHERE m.ready < 2
+                                               UNION ALL SELECT owner, length(record) FROM groups) GROUP BY owner;
+            INSERT INTO usage (scope, bytes) VALUES (x'', (SELECT COALESCE(SUM(size), 0) FROM messages WHERE ready < 2)
+                                                       + (SELECT COALESCE(SUM(length(record)), 0) FROM groups));
+            """)
+    }
 }
 
 /// Why the relay cannot start, in words.

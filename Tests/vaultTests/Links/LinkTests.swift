@@ -16,9 +16,10 @@ final class LinkWorld {
     let url: String
     let alice = User("alice"), reader = User("reader")
 
-    init(store: String? = nil) throws {
+    /// A relay with `relayOptions` added to its `vault relay serve`.
+    init(store: String? = nil, relayOptions: [String] = []) throws {
         relay = try BackgroundProcess(VaultBinary.path, ["relay", "serve", "--listen", "127.0.0.1:0", "--sweep-interval", "1",
-                                                         "--store", store ?? "sqlite:" + directory.file("relay.db")],
+                                                         "--store", store ?? "sqlite:" + directory.file("relay.db")] + relayOptions,
                                       environment: [:], logPath: directory.file("relay.log"))
         _ = try relay.waitFor("fingerprint ", timeout: 60)
         let line = relay.log.split(separator: "\n").first { $0.contains("listening on ") } ?? ""

@@ -30,6 +30,10 @@ final class PostgresWorld {
         try alice.ok("relay", "add", "lite", otherURL, "--yes")
         try bob.ok("relay", "add", "pg", frontURL, "--yes")
         try alice.ok("group", "create", "team", "--relays", "pg,lite", "--members", "bob")
+        // bob opts in at both relays, as his first receive would (issue 37).
+        let group = try alice.ok("group", "show", "team").split(separator: "\n").first { $0.hasPrefix("id") }
+            .map { String($0.split(separator: " ").last!) } ?? ""
+        try bob.acceptGroup(group, of: alice, at: [frontURL, otherURL])
     }
 
     deinit { for relay in [front, back, other] { relay.stop(SIGKILL) } }

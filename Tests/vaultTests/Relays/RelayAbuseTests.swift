@@ -126,10 +126,12 @@ import VaultTestSupport
     }
 
     /// Requests whose signature does not hold: a flipped bit, another key's signature, one
-    /// made for another relay, path or method, a body other than the one signed. 401
-    /// `bad_signature`; a missing header is 401 `unsigned`, a header that is not canonical
-    /// base64url of its length 400 `malformed`. Only requests whose signature verified
-    /// spend a nonce, and none stores anything else.
+    /// made for another relay, path or method. 401 `bad_signature`; a missing header is 401
+    /// `unsigned`, a header that is not canonical base64url of its length 400 `malformed`. A
+    /// body other than the one signed is 400 `body_mismatch`, in words that name the header,
+    /// not the signature, which held (issue 37: it was refused "with words about the
+    /// signature"). Only requests whose signature verified spend a nonce, and none stores
+    /// anything else.
     @Test func wrongSignaturesAreRefused() throws {
         let world = try RelayWorld()
         let r1 = try Hand(world, relay: 1), r2 = try Hand(world, relay: 2)
@@ -173,7 +175,8 @@ import VaultTestSupport
         for (method, target, body) in [("PUT", "/v1/groups/\(team)", record),
                                        ("PUT", "/v1/groups/\(share.group)/messages/\(share.id)", share.bytes)] {
             let answer = try r1.ask(method, target, headers: r1.signed(alice, method, target, body: body, hash: sha256(body + [0])), body: body)
-            #expect(answer.status == 401 && answer.code == "bad_signature", "\(target) with another body: \(answer)")
+            #expect(answer.status == 400 && answer.code == "body_mismatch", "\(target) with another body: \(answer)")
+            #expect(answer.text.contains("the body does not match its Vault-Body-SHA256 header"), "\(answer)")
             spent += 1
         }
 
@@ -455,7 +458,7 @@ private final class Tally: @unchecked Sendable {
 }
 
 /// A line of /proc/PID/status in bytes (VmRSS: resident now; VmHWM: the most resident).
-private func memory(_ pid: pid_t, _ field: String) throws -> Int {
+func memory(_ pid: pid_t, _ field: String) throws -> Int {
     let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
     guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field + ":") }),
           let kib = Int(line.split(separator: " ").dropLast().last ?? "") else {
@@ -464,7 +467,7 @@ private func memory(_ pid: pid_t, _ field: String) throws -> Int {
     return kib * 1024
 }
 
-private func openFiles(_ pid: pid_t) throws -> Int { try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count }
+func openFiles(_ pid: pid_t) throws -> Int { try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count }
 
 /// Requests to one relay of a RelayWorld, signed by hand.
 private struct Hand {
@@ -581,13 +584,21 @@ final class LoopbackHTTP {
     private(set) var closed = false
 
     init(port: Int, from source: String = "127.0.0.1", timeout: Int = 10) throws {
-        socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        socket = try Self.connect(port: port, from: source) { socket in
+            var time = timeval(tv_sec: timeout, tv_usec: 0)
+            setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
+            setsockopt(socket, SOL_SOCKET, SO_SNDTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
+            var one: Int32 = 1
+            setsockopt(socket, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        }
+    }
+
+    /// A TCP socket connected from `source` (an address of 127/8) to `port` on 127.0.0.1,
+    /// `configure`d before it connects.
+    static func connect(port: Int, from source: String, configure: (Int32) -> Void = { _ in }) throws -> Int32 {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard socket >= 0 else { throw Failure(description: "socket: \(String(cString: strerror(errno)))") }
-        var time = timeval(tv_sec: timeout, tv_usec: 0)
-        setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(socket, SOL_SOCKET, SO_SNDTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
-        var one: Int32 = 1
-        setsockopt(socket, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        configure(socket)
         func address(_ host: String, _ port: Int) -> sockaddr_in {
             sockaddr_in(sin_family: sa_family_t(AF_INET), sin_port: UInt16(port).bigEndian, sin_addr: in_addr(s_addr: inet_addr(host)),
                         sin_zero: (0, 0, 0, 0, 0, 0, 0, 0))
@@ -595,12 +606,13 @@ final class LoopbackHTTP {
         let length = socklen_t(MemoryLayout<sockaddr_in>.size)
         var local = address(source, 0), remote = address("127.0.0.1", port)
         guard withUnsafePointer(to: &local, { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) } }) == 0,
-              withUnsafePointer(to: &remote, { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, length) } }) == 0
+              withUnsafePointer(to: &remote, { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(socket, $0, length) } }) == 0
         else {
             let words = String(cString: strerror(errno))
             close(socket)
             throw Failure(description: "connect from \(source) to port \(port): \(words)")
         }
+        return socket
     }
 
     deinit { close(socket) }

@@ -34,6 +34,9 @@ final class RelayWorld {
         for (i, url) in urls.enumerated() { try alice.ok("relay", "add", "r\(i + 1)", url, "--yes") }
         try bob.ok("relay", "add", "r1", urls[0], "--yes")
         try alice.ok("group", "create", "team", "--relays", "r1,r2,r3", "--members", "bob")
+        // bob opts in, at every relay, as his first receive would (issue 37): the relays
+        // then serve him; his keystore takes the group at that receive.
+        try bob.acceptGroup(try groupID(), of: alice, at: urls)
     }
 
     deinit { for relay in relays { _ = relay.stop(SIGKILL) } }
@@ -392,7 +395,7 @@ final class RelayWorld {
     /// prints and takes (`--max-message 4KiB`), what `relay add` says, and a relay's refusals.
     @Test func limitsAreInUnitsPeopleRead() throws {
         let world = try RelayWorld(relayOptions: [1: ["--max-message", "4KiB", "--max-ttl", "12h"]])
-        #expect(world.relays[0].log.contains("limits       messages up to 12 hours and 4 KiB a share, 1 GiB a group; links up to 32 MiB, 1 GiB in all"),
+        #expect(world.relays[0].log.contains("limits       messages up to 12 hours and 4 KiB a share, 1 GiB a group, 4 GiB an owner, 16 GiB in all; links up to 32 MiB, 1 GiB in all"),
                 "\(world.relays[0].log)")
         let added = try world.bob.vault.run(["relay", "add", "again", world.urls[0], "--yes"])
         #expect(added.stderr.contains("keeps messages up to 12 hours, shares up to 4 KiB)"), "\(added.stderr)")

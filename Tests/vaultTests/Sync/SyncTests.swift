@@ -272,7 +272,10 @@ final class SyncWorld {
         try world.ok("bob", "sync")
         #expect(try world.ok("bob", "item", "show", note) == "v2")
 
-        // dave, a member who holds no share, signs a delete and stores it himself.
+        // dave, a member who holds no share, signs a delete and stores it himself. He has
+        // accepted the group first, as his first receive does: a relay takes messages only
+        // from members who opted in (issue 37, Docs/RELAY.md "Joining a group").
+        _ = try world.ok("dave", "receive")
         let dave = try Keystore.open(home: VaultHome.resolve(explicit: world.holders["dave"].directory.file("home"))).unlock(passphrase: nil)
         let bobCard = try KeyCard(text: try world.holders["bob"].card())
         let keyID = try #require([UInt8](hexID: world.keyID))

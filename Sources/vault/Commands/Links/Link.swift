@@ -23,9 +23,13 @@ struct LinkCreate: AsyncParsableCommand {
             """)
 
     @OptionGroup var home: HomeOption
+    @OptionGroup var keys: PassphraseOption
 
     @Argument(help: ArgumentHelp("The file to share, or - for standard input (default).", valueName: "file"))
     var file: String?
+
+    @Flag(help: ArgumentHelp("Sign the request with your identity: a relay whose operator lists your card keeps the link past its anonymous lifetime and quotas (and some relays make links only for such cards)."))
+    var signed = false
 
     @Option(help: ArgumentHelp("The pinned relay (default: the only one).", valueName: "name"), completion: Completions.relay)
     var relay: String?
@@ -76,9 +80,10 @@ struct LinkCreate: AsyncParsableCommand {
         let meta = try LinkMeta(kind: kind, name: name)
         let secret = try passwordFile.map { try PassphraseFile.read($0) }
             ?? (password ? try Terminal.passphrase(prompt: "Password for the link: ", confirm: true) : nil)
+        let signer = signed ? try keys.unlock(keystore) : nil
         var source = fromFile ? try FileSource(path: file!) : FileSource(standardInput: ())
         let created = try await LinkClient.create(&source, meta: meta, relay: pinned, lifetime: lifetime, views: views, password: secret,
-                                                  home: keystore.home)
+                                                  signer: signer, home: keystore.home)
         try keystore.keepLink(KeptLink(id: created.id, relayURL: pinned.url, relayLabel: pinned.label.value, kind: kind.rawValue,
                                        size: created.size, views: views, createdAt: UInt64(Date().timeIntervalSince1970),
                                        expiresAt: created.expires, deleteToken: created.deleteToken))
@@ -136,32 +141,8 @@ extension LinkOpen {
     /// terminal without echo. The key is in the link, so the last two keep it off the
     /// command line, which any local user can read while vault runs.
     static func linkText(_ argument: String?) throws -> String {
-        switch argument {
-        case "-":
-            var bytes: [UInt8] = []
-            var chunk = [UInt8](repeating: 0, count: 4096)
-            while bytes.count <= Self.longestLink, !bytes.contains(0x0A) {
-                let count = read(STDIN_FILENO, &chunk, chunk.count)
-                if count < 0 && errno == EINTR { continue }
-                guard count >= 0 else { throw VaultError.fileSystem(path: "standard input", reason: String(cString: strerror(errno))) }
-                if count == 0 { break }
-                bytes += chunk[0..<count]
-            }
-            let line = bytes.prefix { $0 != 0x0A }
-            guard !line.isEmpty else { throw CLIError.invalidInput("standard input holds no link") }
-            return String(decoding: line, as: UTF8.self)
-        case let link?:
-            return link
-        case nil:
-            do {
-                let typed = try Terminal.passphrase(prompt: "Link (not shown as you type or paste it): ")
-                guard typed.count > 0 else { throw CLIError.invalidInput("no link was typed") }
-                return typed.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
-            } catch CLIError.noTerminal {
-                throw CLIError.unavailable("no link given, and no terminal to ask for it on",
-                                            hint: "give it on standard input: vault link open - < FILE (a link given as an argument is visible to every local user)")
-            }
-        }
+        try SecretLine.read(argument, what: "link", prompt: "Link (not shown as you type or paste it): ", longest: longestLink,
+                            hint: "give it on standard input: vault link open - < FILE (a link given as an argument is visible to every local user)")
     }
 
     /// A link is at most this long (LinkAddress's bound); a longer line is refused there.

@@ -27,7 +27,7 @@ struct GroupCreate: AsyncParsableCommand {
     @Argument(help: ArgumentHelp("The group's name.", valueName: "name"))
     var name: String
 
-    @Option(help: ArgumentHelp("Pinned relays, comma-separated (2 to 16): each message is split across all of them.", valueName: "names"), completion: Completions.relays)
+    @Option(help: ArgumentHelp("Pinned relays, comma-separated (2 to 32): each message is split across all of them.", valueName: "names"), completion: Completions.relays)
     var relays: String
 
     @Option(help: ArgumentHelp("Trusted peers to add besides you, comma-separated.", valueName: "labels"), completion: Completions.peers)

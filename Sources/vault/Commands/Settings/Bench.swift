@@ -40,6 +40,23 @@ struct Bench: AsyncParsableCommand {
 
     @Option(help: ArgumentHelp("With --sync: runs per case (the median is printed).", valueName: "n"))
     var runs = 5
+    @Flag(help: "Measure relays instead (relay processes on loopback): signed request throughput, memory at 2,000 connections, Grouper's figures 6.1 and 6.2.")
+    var relay = false
+
+    @Option(help: ArgumentHelp("With --relay, also measure PostgreSQL (one and two processes) in this database.", valueName: "url"))
+    var postgres: String?
+
+    @Option(help: ArgumentHelp("With --relay, requests of each kind.", valueName: "n"))
+    var requests = 4000
+
+    @Option(help: ArgumentHelp("With --relay, requests in flight at once.", valueName: "n"))
+    var concurrency = 32
+
+    @Option(help: ArgumentHelp("With --relay, identities making them (2 to 255).", valueName: "n"))
+    var identities = 200
+
+    @Option(help: ArgumentHelp("With --relay, what to measure: throughput, memory, grouper (comma-separated).", valueName: "parts"))
+    var parts = "throughput,memory,grouper"
 
     func run() async throws {
         if sync {
@@ -50,6 +67,14 @@ struct Bench: AsyncParsableCommand {
         let base = (scratch ?? NSTemporaryDirectory()) + "/vault-bench-\(getpid())"
         try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
         defer { Self.removeScratch(base) }
+        if relay {
+            guard (2...255).contains(identities), requests >= 1, concurrency >= 1 else {
+                throw CLIError.invalidInput("--identities is 2 to 255, --requests and --concurrency at least 1")
+            }
+            print("vault bench --relay: \(ProcessInfo.processInfo.activeProcessorCount) cores")
+            try await measureRelays(base: base)
+            return
+        }
         print("vault bench: \(threshold) of \(count), \(ProcessInfo.processInfo.activeProcessorCount) cores")
         if !lan {
             let cores = ProcessInfo.processInfo.activeProcessorCount

@@ -1,0 +1,207 @@
+import Foundation
+import VaultCore
+import VaultRelayProtocol
+
+/// How a member learns its groups and opts in to them (Docs/RELAY.md, "Joining a group").
+///
+/// Anyone who knows a card can name it in a group. Before issue 37 every relay listed such
+/// a group to the member at once, and every `vault receive` fetched each record, refused it
+/// with a warning and did the same again next run: 1000 groups naming bob cost each of his
+/// runs 1000 signed requests and 998 warnings (M2). Now a relay lists a group only to the
+/// members who accepted it, and shows the others as invitations, with the owner's card. A
+/// member takes an invitation only from an owner it trusts, and then accepts it on every
+/// relay of the record; it declines the rest on the relay, and remembers each refusal, so
+/// that no refused group costs a request or a warning again.
+extension Messenger {
+    /// At most this many invitations a relay are declined in one run: each is a signed
+    /// request, which the member's rate limit at that relay counts. The rest are declined
+    /// at the next runs, silently (they are remembered).
+    static let declinesPerRun = 100
+    /// At most this many refusals a relay are said in words in one run; more are counted.
+    static let refusalsShown = 3
+
+    /// Asks every pinned relay and every relay of a known group for the groups this
+    /// identity accepted there (newer versions are taken) and for its invitations (taken
+    /// from trusted owners, declined from others).
+    static func refreshGroups(keystore: Keystore, identity: Identity, report: inout ReceiveReport) async {
+        var connections: [String: RelayConnection] = [:]
+        for relay in (try? keystore.pinnedRelays()) ?? [] {
+            connections[relay.card.fingerprint] = RelayConnection(name: relay.label.value, url: relay.url, card: relay.card, identity: identity)
+        }
+        for group in (try? keystore.groups()) ?? [] {
+            for relay in group.relays where connections[relay.card.fingerprint] == nil {
+                connections[relay.card.fingerprint] = RelayConnection(relay, identity: identity)
+            }
+        }
+        // Owners trusted since their groups were refused: asked about again, from the relay
+        // that listed them.
+        for refusal in (try? keystore.refusalsNowTrusted()) ?? [] {
+            let connection = connections[refusal.relayCard.fingerprint]
+                ?? RelayConnection(name: refusal.relayURL, url: refusal.relayURL, card: refusal.relayCard, identity: identity)
+            await take(refusal.group, version: refusal.version, ownerKey: refusal.owner, from: connection, keystore: keystore,
+                       identity: identity, report: &report)
+        }
+        for connection in connections.values.sorted(by: { $0.name < $1.name }) {
+            do {
+                try await refreshAccepted(connection, keystore: keystore, identity: identity, report: &report)
+                try await answerInvitations(connection, keystore: keystore, identity: identity, report: &report)
+            } catch {
+                report.problems.append(VaultError.words(for: error))
+            }
+        }
+    }
+
+    /// The groups accepted at this relay: a newer version of one is fetched and taken.
+    private static func refreshAccepted(_ connection: RelayConnection, keystore: Keystore, identity: Identity,
+                                        report: inout ReceiveReport) async throws {
+        let (status, body) = try await connection.send(.GET, "/v1/groups")
+        guard status == 200 else { throw RelayConnection.failure(relay: connection.name, status: status, body: body) }
+        let list = try JSONDecoder().decode(RelayAPI.Groups.self, from: Data(body))
+        let trusted = Set(try keystore.peers().map(\.card.signingKey) + [identity.card.signingKey])
+        for entry in list.groups.prefix(1000) {
+            guard let id = [UInt8](hexID: entry.id) else { continue }
+            let known = try keystore.group(id: id)
+            if let known, known.version >= entry.version { continue }
+            // Accepted here but refused by this identity: a relay's members from before
+            // opt-in were accepted for them. Declined here, silently; not fetched again.
+            if known == nil, let refusal = try keystore.refusal(group: id) {
+                if refusal.reason == .untrusted, !trusted.contains(refusal.owner) {
+                    try? await answerGroup(id, ownerKey: refusal.owner, accept: false, on: connection)
+                    continue
+                }
+                if refusal.reason == .invalid, entry.version <= refusal.version { continue }
+            }
+            await take(id, version: entry.version, ownerKey: known?.owner.signingKey, from: connection, keystore: keystore,
+                       identity: identity, report: &report)
+        }
+    }
+
+    /// The groups that name this identity at this relay and that it has not answered there.
+    private static func answerInvitations(_ connection: RelayConnection, keystore: Keystore, identity: Identity,
+                                          report: inout ReceiveReport) async throws {
+        let (status, body) = try await connection.send(.GET, "/v1/invitations", limit: 1 << 20)
+        // A relay from before opt-in lists every group at /v1/groups, which did it above.
+        if status == 404 { return }
+        guard status == 200 else { throw RelayConnection.failure(relay: connection.name, status: status, body: body) }
+        guard let list = try? JSONDecoder().decode(RelayAPI.Invitations.self, from: Data(body)) else {
+            throw RelayError(relay: connection.name, code: "malformed", words: "its list of invitations is not valid")
+        }
+        let own = identity.card
+        let trusted = Set(try keystore.peers().map(\.card) + [own])
+        var declined = 0
+        var refused: [String] = []
+        for entry in list.invitations.prefix(RelayAPI.maximumInvitations) {
+            guard let id = [UInt8](hexID: entry.group), let owner = try? KeyCard(text: entry.owner) else { continue }
+            // A group taken already (on another relay of it): accepted here too, for the owner
+            // it has, so this relay lists it and serves its messages.
+            if let known = try keystore.group(id: id) {
+                if known.owner == owner {
+                    try await answerGroup(id, ownerKey: owner.signingKey, accept: true, on: connection)
+                    if entry.version > known.version {
+                        await take(id, version: entry.version, ownerKey: owner.signingKey, from: connection, keystore: keystore,
+                                   identity: identity, report: &report)
+                    }
+                }
+                continue
+            }
+            if let refusal = try keystore.refusal(group: id, owner: owner.signingKey) {
+                switch refusal.reason {
+                case .untrusted where !trusted.contains(owner):
+                    // Refused already, and said so: declined at this relay too, silently.
+                    if declined < declinesPerRun {
+                        declined += 1
+                        try? await answerGroup(id, ownerKey: owner.signingKey, accept: false, on: connection)
+                    }
+                    continue
+                case .invalid where entry.version <= refusal.version: continue
+                default: break
+                }
+            }
+            guard trusted.contains(owner) else {
+                let isNew = try keystore.remember(GroupRefusal(group: id, owner: owner.signingKey, version: entry.version, reason: .untrusted,
+                                                               relayURL: connection.url, relayCard: connection.card))
+                if isNew { refused.append("group \(entry.group.prefix(8)) (owner's fingerprint \(owner.fingerprint))") }
+                // Declined here, so the relay stops listing it; the refusal is remembered, so
+                // it is taken if the owner is trusted later.
+                if declined < declinesPerRun {
+                    declined += 1
+                    try? await answerGroup(id, ownerKey: owner.signingKey, accept: false, on: connection)
+                }
+                continue
+            }
+            await take(id, version: entry.version, ownerKey: owner.signingKey, from: connection, keystore: keystore,
+                       identity: identity, report: &report)
+        }
+        for line in refused.prefix(refusalsShown) {
+            report.problems.append("relay \(connection.name): \(line) names you, but its owner is not a peer you trust; refused "
+                                   + "(it is taken if you trust that owner later)")
+        }
+        if refused.count > refusalsShown {
+            report.problems.append("relay \(connection.name): \(refused.count - refusalsShown) more groups from owners you do not trust "
+                                   + "name you; refused, and not asked about again")
+        }
+    }
+
+    /// Fetches a group's record from `connection` and takes it when its owner is this
+    /// identity or a trusted peer and it names this identity: kept here, and accepted on
+    /// every relay it names. A record that is not taken is remembered as refused.
+    static func take(_ id: [UInt8], version: UInt64, ownerKey: [UInt8]?, from connection: RelayConnection, keystore: Keystore,
+                     identity: Identity, report: inout ReceiveReport) async {
+        do {
+            let (status, bytes) = try await connection.send(.GET, "/v1/groups/\(id.hex)", limit: GroupRecord.maximumLength)
+            guard status == 200 else { throw RelayConnection.failure(relay: connection.name, status: status, body: bytes) }
+            do {
+                let record = try GroupRecord(parsing: bytes)
+                guard record.id == id else { throw VaultError.malformed(what: "the group record", detail: "it is for another group") }
+                guard ownerKey.map({ $0 == record.owner.signingKey }) ?? true else {
+                    throw VaultError.malformed(what: "the group record", detail: "its owner is not the one the relay listed")
+                }
+                if try keystore.accept(group: record) { report.groups.append(record.name) }
+                try keystore.forgetRefusal(group: id, owner: record.owner.signingKey)
+                for failure in await acceptEverywhere(record, identity: identity) { report.problems.append(failure.description) }
+            } catch {
+                let owner = ownerKey ?? (try? GroupRecord(parsing: bytes))?.owner.signingKey
+                if let owner {
+                    var reason = GroupRefusal.Reason.invalid
+                    if case .untrustedDealer = error as? VaultError { reason = .untrusted }
+                    _ = try? keystore.remember(GroupRefusal(group: id, owner: owner, version: version, reason: reason,
+                                                        relayURL: connection.url, relayCard: connection.card))
+                    // An owner not trusted: so the relay lists it no more. A record that was
+                    // not valid is not declined: its next version must still be listed.
+                    if reason == .untrusted { try? await answerGroup(id, ownerKey: owner, accept: false, on: connection) }
+                }
+                report.problems.append("group \(id.hex.prefix(8)) from relay \(connection.name): \(VaultError.words(for: error)); not accepted")
+            }
+        } catch {
+            report.problems.append(VaultError.words(for: error))
+        }
+    }
+
+    /// Accepts `record` on every relay it names, all at once (the owner's own record is its
+    /// acceptance, so the owner needs none). Returns the relays that could not take it; the
+    /// next run accepts there, as it lists the group as an invitation still.
+    static func acceptEverywhere(_ record: GroupRecord, identity: Identity) async -> [RelayError] {
+        guard record.owner != identity.card else { return [] }
+        return await everyRelay(of: record, identity: identity) { connection in
+            try await answerGroup(record.id, ownerKey: record.owner.signingKey, accept: true, on: connection)
+        }
+    }
+
+    /// `POST /v1/groups/{id}/accept` or `…/decline`, for the owner this identity means.
+    static func answerGroup(_ id: [UInt8], ownerKey: [UInt8], accept: Bool, on connection: RelayConnection) async throws {
+        let body = try JSONEncoder().encode(RelayAPI.Answer(owner: Base64URL.encode(ownerKey)))
+        let (status, answer) = try await connection.send(.POST, "/v1/groups/\(id.hex)/\(accept ? "accept" : "decline")", body: [UInt8](body))
+        guard status == 204 else { throw RelayConnection.failure(relay: connection.name, status: status, body: answer) }
+    }
+}
+
+extension Messenger {
+    /// `POST /v1/owners`: redeems an operator's invite at `relay`, so this identity may own
+    /// groups there.
+    public static func redeem(invite: String, at relay: PinnedRelay, identity: Identity) async throws {
+        let connection = RelayConnection(name: relay.label.value, url: relay.url, card: relay.card, identity: identity)
+        let body = try JSONEncoder().encode(RelayAPI.Redeem(invite: invite))
+        let (status, answer) = try await connection.send(.POST, "/v1/owners", body: [UInt8](body))
+        guard status == 204 else { throw RelayConnection.failure(relay: connection.name, status: status, body: answer) }
+    }
+}

@@ -1,0 +1,226 @@
+import Foundation
+import GRDB
+import Testing
+import VaultCore
+import VaultRelayProtocol
+import VaultTestSupport
+
+/// Issue 37, M2 and L4, against real relay processes (RelayWorld: alice owns "team" on r1 to
+/// r3 with bob, who accepted it at every relay). Mallory, whom bob does not trust, knows
+/// bob's card.
+@Suite(.serialized) struct GroupOptInTests {
+    /// A mallory who pinned r1 and knows bob's card.
+    func mallory(_ world: RelayWorld) throws -> User {
+        let mallory = try User("mallory").initialize("mallory")
+        try mallory.ok("peer", "add", try world.bob.card(), "--label", "bob", "--yes")
+        try mallory.ok("relay", "add", "r1", world.urls[0], "--yes")
+        try mallory.ok("relay", "add", "r2", world.urls[1], "--yes")
+        return mallory
+    }
+
+    /// Verified requests bob made to relay `i` (1-based): each spends a nonce row.
+    func nonces(_ world: RelayWorld, _ i: Int) throws -> Int {
+        try world.database(i).read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM nonces") ?? 0 }
+    }
+
+    /// M2: 30 groups naming bob, from mallory. Before opt-in each of bob's receives fetched
+    /// every record, printed a warning for each and did it all again next run. Now his first
+    /// receive declines them at the relay with one line for the first three and one for the
+    /// rest, fetches no record of theirs, and his next receive says nothing of them and
+    /// spends as many requests as with no such group at all. The relay lists none of them to
+    /// bob, and no message sent in one reaches him.
+    @Test func groupsFromAnUntrustedOwnerCostNothingAfterTheFirstRun() throws {
+        let world = try RelayWorld()
+        let mallory = try mallory(world)
+        let baseline = try world.bob.vault.run(["receive"])
+        #expect(baseline.status == 0, "\(baseline.stderr)")
+        let quiet = try nonces(world, 1)
+        _ = try world.bob.vault.run(["receive"])
+        let perRun = try nonces(world, 1) - quiet
+
+        for i in 0..<30 { try mallory.ok("group", "create", "spam\(i)", "--relays", "r1,r2", "--members", "bob") }
+        try mallory.ok("send", "--group", "spam0", "-", stdin: "buy now")
+        let first = try world.bob.vault.run(["receive"])
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(first.stdout.isEmpty, "\(first.stdout)")
+        // Said once, where first met (r1): three lines and a count; r2 lists the same groups,
+        // remembered, and says nothing of them.
+        let refusals = first.stderr.split(separator: "\n").filter { $0.contains("its owner is not a peer you trust") }
+        #expect(refusals.count == 3 && refusals.allSatisfy { $0.contains("relay r1: group ") }, "\(first.stderr)")
+        #expect(first.stderr.contains("relay r1: 27 more groups from owners you do not trust name you; refused, and not asked about again"),
+                "\(first.stderr)")
+        #expect(!first.stderr.contains("spam"), "no record of mallory's was fetched, so none is named: \(first.stderr)")
+
+        let before = try nonces(world, 1)
+        let second = try world.bob.vault.run(["receive"])
+        #expect(second.status == 0 && second.stdout.isEmpty, "\(second.stderr)")
+        #expect(!second.stderr.contains("trust"), "\(second.stderr)")
+        #expect(try nonces(world, 1) - before == perRun, "a run costs what it did before mallory's groups")
+
+        // The relay lists none of them to bob, as members or invitations.
+        let r1 = try OwnRelay(world, 1)
+        let bob = try world.bob.signingIdentity()
+        #expect(try r1.get(as: bob, "/v1/invitations").text == "{\"invitations\":[]}")
+        let groups = try JSONDecoder().decode(RelayAPI.Groups.self, from: Data(try r1.get(as: bob, "/v1/groups").body)).groups
+        #expect(groups.map(\.id) == [try world.groupID()])
+        #expect(try r1.get(as: bob, "/v1/messages").text == "{\"messages\":[]}")
+    }
+
+    /// A group from a trusted owner: named, bob is not served it until he accepts; his
+    /// receive accepts it on every relay it names (so the relays list it to him) and takes
+    /// the message sent before he accepted.
+    @Test func aMemberIsServedOnlyOnceItAccepted() throws {
+        let world = try RelayWorld()
+        try world.alice.ok("group", "create", "later", "--relays", "r1,r2,r3", "--members", "bob")
+        let id = try world.alice.ok("send", "--group", "later", "-", stdin: "sent before bob accepted").trimmingCharacters(in: .newlines)
+        let later = try world.alice.ok("group", "show", "later").split(separator: "\n").first { $0.hasPrefix("id") }
+            .map { String($0.split(separator: " ").last!) }!
+        let bob = try world.bob.signingIdentity()
+        for i in 1...3 {
+            let relay = try OwnRelay(world, i)
+            #expect(!(try relay.get(as: bob, "/v1/groups").text.contains(later)))
+            #expect(try relay.get(as: bob, "/v1/invitations").text.contains(later))
+            #expect(!(try relay.get(as: bob, "/v1/messages").text.contains(id)))
+            #expect(try relay.get(as: bob, "/v1/groups/\(later)/messages/\(id)").status == 404)
+        }
+        let received = try world.bob.vault.run(["receive", "--group", "later"])
+        #expect(received.stdout == "sent before bob accepted", "\(received.stderr)")
+        #expect(received.stderr.contains("accepted group 'later'"))
+        for i in 1...3 {
+            let relay = try OwnRelay(world, i)
+            #expect(try relay.get(as: bob, "/v1/groups").text.contains(later))
+            #expect(!(try relay.get(as: bob, "/v1/invitations").text.contains(later)))
+        }
+    }
+
+    /// A refused group whose owner bob trusts later is taken at the next receive, from the
+    /// relay that listed it (which bob had declined it at).
+    @Test func aRefusedGroupIsTakenOnceItsOwnerIsTrusted() throws {
+        let world = try RelayWorld()
+        let carol = try User("carol").initialize("carol")
+        try carol.ok("peer", "add", try world.bob.card(), "--label", "bob", "--yes")
+        try carol.ok("relay", "add", "r1", world.urls[0], "--yes")
+        try carol.ok("relay", "add", "r2", world.urls[1], "--yes")
+        try carol.ok("group", "create", "book club", "--relays", "r1,r2", "--members", "bob")
+        try carol.ok("send", "--group", "book club", "-", stdin: "chapter 3 by friday")
+        let refused = try world.bob.vault.run(["receive"])
+        #expect(refused.stderr.contains("its owner is not a peer you trust"), "\(refused.stderr)")
+        #expect(refused.stdout.isEmpty)
+        try world.bob.ok("peer", "add", try carol.card(), "--label", "carol", "--yes")
+        let taken = try world.bob.vault.run(["receive"])
+        #expect(taken.stderr.contains("accepted group 'book club'"), "\(taken.stderr)")
+        #expect(taken.stdout == "chapter 3 by friday", "\(taken.stderr)")
+    }
+
+    /// `GET /v1/messages?group=G` lists that group's messages only; a group id that is not
+    /// 32 lowercase hex digits is refused.
+    @Test func theListTakesAGroup() throws {
+        let world = try RelayWorld()
+        try world.alice.ok("group", "create", "other", "--relays", "r1,r2,r3", "--members", "bob")
+        _ = try world.bob.vault.run(["receive"])
+        let inTeam = try world.alice.ok("send", "--group", "team", "-", stdin: "a").trimmingCharacters(in: .newlines)
+        let inOther = try world.alice.ok("send", "--group", "other", "-", stdin: "b").trimmingCharacters(in: .newlines)
+        let r1 = try OwnRelay(world, 1)
+        let bob = try world.bob.signingIdentity()
+        let all = try r1.get(as: bob, "/v1/messages").text
+        #expect(all.contains(inTeam) && all.contains(inOther), "\(all)")
+        let team = try r1.get(as: bob, "/v1/messages?group=\(try world.groupID())").text
+        #expect(team.contains(inTeam) && !team.contains(inOther), "\(team)")
+        for bad in ["xyz", String(repeating: "A", count: 32), ""] {
+            let refused = try r1.get(as: bob, "/v1/messages?group=\(bad)")
+            #expect(refused.status == 400 && refused.code == "malformed", "\(bad): \(refused)")
+        }
+    }
+
+    /// L4: mallory learns the team's id before r3 has its record (it was down) and registers
+    /// it there first. alice's record is refused there (not_the_owner); bob's acceptance there,
+    /// naming alice, is refused too (other_owner), so bob never joins mallory's group; the
+    /// message still reaches bob from r1 and r2. And two owners racing to register one new id
+    /// on one relay: exactly one wins.
+    @Test func aSquatterGetsNothingOfTheGroup() throws {
+        let world = try RelayWorld()
+        let mallory = try mallory(world)
+        try mallory.ok("relay", "add", "r3", world.urls[2], "--yes")
+        let team = try world.groupID()
+        let teamID = try #require([UInt8](hexID: team))
+        let malloryIdentity = try mallory.signingIdentity()
+        let bobCard = try KeyCard(text: try world.bob.card())
+        let r3 = try OwnRelay(world, 3)
+        // mallory's own record of that id, naming r3 and bob: r3 has alice's already, so
+        // first it is forgotten (the relay was down when alice created the group).
+        try world.database(3).write { db in try db.execute(sql: "DELETE FROM groups") }
+        let squat = try GroupRecord(id: teamID, version: 1, name: Label("team"), owner: malloryIdentity.card,
+                                    relays: [GroupRecord.Relay(name: Label("r3"), url: world.urls[2], card: r3.card),
+                                             GroupRecord.Relay(name: Label("r1"), url: world.urls[0], card: try OwnRelay(world, 1).card)],
+                                    members: [GroupRecord.Member(label: malloryIdentity.label, card: malloryIdentity.card),
+                                              GroupRecord.Member(label: Label("bob"), card: bobCard)],
+                                    signer: malloryIdentity)
+        #expect(try r3.put(as: malloryIdentity, "/v1/groups/\(team)", body: squat.encoded).status == 204)
+        // alice's record, as r1 keeps it, sent to r3 by alice: refused, the id is mallory's there.
+        let aliceIdentity = try world.alice.signingIdentity()
+        let record = try world.database(1).read { db in [UInt8](try Data.fetchOne(db, sql: "SELECT record FROM groups")!) }
+        let republished = try r3.put(as: aliceIdentity, "/v1/groups/\(team)", body: record)
+        #expect(republished.status == 403 && republished.code == "not_the_owner", "\(republished)")
+        // bob's receive: he accepts alice's team where alice owns it, and r3 refuses his
+        // acceptance meant for alice.
+        let bob = try world.bob.signingIdentity()
+        let aliceKey = try world.alice.signingIdentity().card.signingKey
+        let accepted = try r3.post(as: bob, "/v1/groups/\(team)/accept",
+                                   json: RelayAPI.Answer(owner: Base64URL.encode(aliceKey)))
+        #expect(accepted.status == 409 && accepted.code == "other_owner", "\(accepted)")
+        try world.alice.ok("send", "--group", "team", "--min-relays", "2", "-", stdin: "not for mallory")
+        let received = try world.bob.vault.run(["receive"])
+        #expect(received.stdout == "not for mallory", "\(received.stderr)")
+        #expect(!(try r3.get(as: bob, "/v1/groups").text.contains(team)), "bob is not a member of mallory's team on r3")
+
+        // The race: 16 PUTs of one new id at once, half by alice, half by mallory.
+        let raced = SecureRandom().bytes(16)
+        func raceRecord(_ owner: Identity) throws -> [UInt8] {
+            try GroupRecord(id: raced, version: 1, name: Label("race"), owner: owner.card,
+                            relays: [GroupRecord.Relay(name: Label("r3"), url: world.urls[2], card: r3.card),
+                                     GroupRecord.Relay(name: Label("r1"), url: world.urls[0], card: try OwnRelay(world, 1).card)],
+                            members: [GroupRecord.Member(label: owner.label, card: owner.card)], signer: owner).encoded
+        }
+        let bodies = [try raceRecord(aliceIdentity), try raceRecord(malloryIdentity)]
+        let statuses = Locked<[Int]>([])
+        DispatchQueue.concurrentPerform(iterations: 16) { i in
+            let owner = i % 2 == 0 ? aliceIdentity : malloryIdentity
+            let status = (try? r3.put(as: owner, "/v1/groups/\(raced.hex)", body: bodies[i % 2]).status) ?? -1
+            statuses.mutate { $0.append(status) }
+        }
+        #expect(statuses.value.filter { $0 == 204 }.count == 1, "\(statuses.value)")
+        #expect(statuses.value.allSatisfy { [204, 403, 409].contains($0) }, "\(statuses.value)")
+    }
+}
+
+/// Requests to one relay of a RelayWorld, signed by hand, each on a connection of its own.
+struct OwnRelay: Sendable {
+    let port: Int
+    let card: KeyCard
+
+    init(_ world: RelayWorld, _ i: Int) throws {
+        port = Int(world.urls[i - 1].split(separator: ":").last!)!
+        card = try KeyCard(text: try RelayTests().cardOf(world.urls[i - 1]))
+    }
+
+    func ask(as identity: Identity, _ method: String, _ target: String, body: [UInt8] = [], from source: String = "127.0.0.1") throws
+        -> LoopbackHTTP.Answer {
+        let headers = RequestSignature.headers(identity: identity, relay: card.signingKey, method: method, path: target, bodyHash: sha256(body))
+        return try LoopbackHTTP(port: port, from: source).exchange(LoopbackHTTP.request(method, target, headers: headers, body: body))
+    }
+
+    func get(as identity: Identity, _ target: String) throws -> LoopbackHTTP.Answer { try ask(as: identity, "GET", target) }
+    func put(as identity: Identity, _ target: String, body: [UInt8]) throws -> LoopbackHTTP.Answer { try ask(as: identity, "PUT", target, body: body) }
+    func post(as identity: Identity, _ target: String, json: some Encodable) throws -> LoopbackHTTP.Answer {
+        try ask(as: identity, "POST", target, body: [UInt8](try JSONEncoder().encode(json)))
+    }
+}
+
+/// A value shared by threads.
+final class Locked<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: Value
+    init(_ value: Value) { stored = value }
+    var value: Value { lock.withLock { stored } }
+    func mutate(_ body: (inout Value) -> Void) { lock.withLock { body(&stored) } }
+}
