@@ -229,8 +229,18 @@ public enum Messenger {
                     let connection = RelayConnection(relay, identity: identity)
                     do {
                         let (length, hash) = try digest ?? Spool.hash(paths[j])
-                        let (status, body) = try await connection.upload(paths[j], to: "/v1/groups/\(group.idHex)/messages/\(id.hex)",
-                                                                         length: length, bodyHash: hash)
+                        let target = "/v1/groups/\(group.idHex)/messages/\(id.hex)"
+                        var (status, body) = try await connection.upload(paths[j], to: target, length: length, bodyHash: hash)
+                        // Holding the group's record is this identity's acceptance of it; a
+                        // relay that has not heard so (down, or slow, when the group was
+                        // taken) refuses the sender as no member. Accepting there (for the
+                        // owner the record names, as a receive would) and storing once more
+                        // keeps one missed acceptance from costing the message a relay.
+                        if status == 403, group.owner != identity.card,
+                           RelayConnection.failure(relay: relay.name.value, status: status, body: body).code == "not_a_member" {
+                            try await answerGroup(group.id, ownerKey: group.owner.signingKey, accept: true, on: connection)
+                            (status, body) = try await connection.upload(paths[j], to: target, length: length, bodyHash: hash)
+                        }
                         // A signed refusal: a share refused part way leaves nothing behind.
                         guard status == 201 || status == 409 else {
                             return (j, RelayConnection.failure(relay: relay.name.value, status: status, body: body), false)

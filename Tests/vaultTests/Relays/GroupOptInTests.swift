@@ -132,6 +132,26 @@ import VaultTestSupport
         }
     }
 
+    /// A member whose acceptance never reached one relay (it was down, or too slow, when
+    /// the group was taken) still sends through all of them: the relay refuses it as no
+    /// member, the client accepts there for the owner its record names, and stores again.
+    @Test func aSenderWhoseAcceptanceMissedARelayStillStoresThere() throws {
+        let world = try RelayWorld()
+        _ = try world.bob.vault.run(["receive"])
+        let r3 = try OwnRelay(world, 3)
+        let bob = try world.bob.signingIdentity()
+        let alice = try world.alice.signingIdentity()
+        let team = try world.groupID()
+        let declined = try r3.post(as: bob, "/v1/groups/\(team)/decline", json: RelayAPI.Answer(owner: Base64URL.encode(alice.card.signingKey)))
+        #expect(declined.status == 204, "\(declined)")
+        #expect(!(try r3.get(as: bob, "/v1/groups").text.contains(team)))
+
+        let id = try world.bob.ok("send", "--group", "team", "--min-relays", "3", "-", stdin: "through all three").trimmingCharacters(in: .newlines)
+        #expect(try r3.get(as: alice, "/v1/messages").text.contains(id))
+        #expect(try r3.get(as: bob, "/v1/groups").text.contains(team))
+        #expect(try world.alice.ok("receive") == "through all three")
+    }
+
     /// L4: mallory learns the team's id before r3 has its record (it was down) and registers
     /// it there first. alice's record is refused there (not_the_owner); bob's acceptance there,
     /// naming alice, is refused too (other_owner), so bob never joins mallory's group; the
