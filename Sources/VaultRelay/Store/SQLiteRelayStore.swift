@@ -97,6 +97,14 @@ final class SQLiteRelayStore: RelayStore {
         try recount(db)
     }
 
+    /// Runs `value`, which reads with one statement. SQLite runs a statement on one
+    /// snapshot, so it needs no transaction of its own; GRDB's `read` would add two
+    /// statements (BEGIN and COMMIT) to every request. Statements here are cached
+    /// (`cachedStatement`): preparing them again took a tenth of the relay's CPU time.
+    func read<T: Sendable>(_ value: @Sendable (Database) throws -> T) async throws -> T {
+        try await pool.unsafeRead(value)
+    }
+
     /// Nothing runs in the background.
     func run() async throws {
         while true { try await Task.sleep(for: .seconds(86_400)) }
@@ -135,7 +143,7 @@ final class SQLiteRelayStore: RelayStore {
             let outcome = try Self.begin(db, message, quotas: quotas, now: now)
             guard case .started(let row) = outcome else { return outcome }
             if !bytes.isEmpty {
-                try db.execute(sql: "INSERT INTO chunks (message, n, bytes) VALUES (?, 0, ?)", arguments: [row, Data(bytes)])
+                try db.cachedStatement(sql: "INSERT INTO chunks (message, n, bytes) VALUES (?, 0, ?)").execute(arguments: [row, Data(bytes)])
             }
             try Self.finish(db, row)
             return outcome
@@ -149,17 +157,17 @@ final class SQLiteRelayStore: RelayStore {
         if try used(db, owner) + message.size > quotas.owner { return .overOwnerQuota }
         if try used(db, []) + message.size > quotas.total { return .overTotalQuota }
         do {
-            try db.execute(sql: """
+            try db.cachedStatement(sql: """
                 INSERT INTO messages (group_id, id, sender, size, expires, delete_when_confirmed, body_hash, created)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [Data(message.group), Data(message.id), Data(message.sender), Int64(message.size),
+                """).execute(arguments: [Data(message.group), Data(message.id), Data(message.sender), Int64(message.size),
                                  Int64(message.expires), message.deleteWhenConfirmed, Data(message.bodyHash), Int64(message.created)])
         } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE {
             throw RelayStoreConflict()
         }
         let row = db.lastInsertedRowID
         for recipient in message.recipients {
-            try db.execute(sql: "INSERT INTO recipients (message, signing_key) VALUES (?, ?)", arguments: [row, Data(recipient)])
+            try db.cachedStatement(sql: "INSERT INTO recipients (message, signing_key) VALUES (?, ?)").execute(arguments: [row, Data(recipient)])
         }
         try count(db, Int64(message.size), in: [message.group, owner, []])
         return .started(row)
@@ -167,7 +175,7 @@ final class SQLiteRelayStore: RelayStore {
 
     func append(chunk: [UInt8], index: Int, to message: Int64) async throws {
         try await pool.write { db in
-            try db.execute(sql: "INSERT INTO chunks (message, n, bytes) VALUES (?, ?, ?)", arguments: [message, index, Data(chunk)])
+            try db.cachedStatement(sql: "INSERT INTO chunks (message, n, bytes) VALUES (?, ?, ?)").execute(arguments: [message, index, Data(chunk)])
         }
     }
 
@@ -177,9 +185,9 @@ final class SQLiteRelayStore: RelayStore {
     }
 
     private static func finish(_ db: Database, _ message: Int64) throws {
-        try db.execute(sql: "UPDATE message_cursor SET last = last + 1 WHERE id = 1")
-        try db.execute(sql: "UPDATE messages SET ready = 1, finished = (SELECT last FROM message_cursor WHERE id = 1) WHERE row = ?",
-                       arguments: [message])
+        try db.cachedStatement(sql: "UPDATE message_cursor SET last = last + 1 WHERE id = 1").execute()
+        try db.cachedStatement(sql: "UPDATE messages SET ready = 1, finished = (SELECT last FROM message_cursor WHERE id = 1) WHERE row = ?")
+            .execute(arguments: [message])
     }
 
     func abandon(message: Int64) async throws {
@@ -187,7 +195,7 @@ final class SQLiteRelayStore: RelayStore {
     }
 
     func messages(for recipient: [UInt8], in group: [UInt8]?, after cursor: Int64, limit: Int, now: UInt64) async throws -> [ListedMessage] {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchAll(db.cachedStatement(sql: """
                 SELECT m.row, m.finished, m.group_id, m.id, m.size, m.expires, m.body_hash FROM messages m
                 JOIN recipients r ON r.message = m.row
@@ -200,7 +208,7 @@ final class SQLiteRelayStore: RelayStore {
     }
 
     func message(group: [UInt8], id: [UInt8], for recipient: [UInt8], now: UInt64) async throws -> ListedMessage? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(db.cachedStatement(sql: """
                 SELECT m.row, COALESCE(m.finished, 0), m.group_id, m.id, m.size, m.expires, m.body_hash FROM messages m
                 JOIN recipients r ON r.message = m.row
@@ -211,25 +219,28 @@ final class SQLiteRelayStore: RelayStore {
     }
 
     func chunk(_ index: Int, of message: Int64) async throws -> [UInt8]? {
-        try await pool.read { db in
-            try Data.fetchOne(db.cachedStatement(sql: "SELECT bytes FROM chunks WHERE message = ? AND n = ?"), arguments: [message, index]).map { [UInt8]($0) }
+        try await read { db in
+            try Data.fetchOne(db.cachedStatement(sql: "SELECT bytes FROM chunks WHERE message = ? AND n = ?"),
+                arguments: [message, index]).map { [UInt8]($0) }
         }
     }
 
     func confirm(group: [UInt8], id: [UInt8], by recipient: [UInt8], now: UInt64) async throws -> Bool {
         try await pool.write { db in
-            guard let row = try Row.fetchOne(db, sql: """
+            guard let row = try Row.fetchOne(db.cachedStatement(sql: """
                 SELECT m.row, m.delete_when_confirmed, m.size, m.group_id FROM messages m
                 JOIN recipients r ON r.message = m.row
                 \(Self.memberJoin)
                 WHERE m.group_id = ? AND m.id = ? AND r.signing_key = ? AND m.ready = 1 AND m.expires > ?
-                """, arguments: [Data(group), Data(id), Data(recipient), Int64(now)]) else { return false }
+                """), arguments: [Data(group), Data(id), Data(recipient), Int64(now)]) else { return false }
             let message: Int64 = row[0]
-            try db.execute(sql: "UPDATE recipients SET confirmed = 1 WHERE message = ? AND signing_key = ?", arguments: [message, Data(recipient)])
-            let waiting = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM recipients WHERE message = ? AND confirmed = 0", arguments: [message]) ?? 0
+            try db.cachedStatement(sql: "UPDATE recipients SET confirmed = 1 WHERE message = ? AND signing_key = ?")
+                .execute(arguments: [message, Data(recipient)])
+            let waiting = try Int.fetchOne(db.cachedStatement(sql: "SELECT COUNT(*) FROM recipients WHERE message = ? AND confirmed = 0"),
+                arguments: [message]) ?? 0
             if (row[1] as Bool) && waiting == 0 {
-                try db.execute(sql: "DELETE FROM chunks WHERE message = ?", arguments: [message])
-                try db.execute(sql: "UPDATE messages SET ready = 2 WHERE row = ?", arguments: [message])
+                try db.cachedStatement(sql: "DELETE FROM chunks WHERE message = ?").execute(arguments: [message])
+                try db.cachedStatement(sql: "UPDATE messages SET ready = 2 WHERE row = ?").execute(arguments: [message])
                 // Content deleted on confirmation no longer counts against any quota.
                 let group = [UInt8](row[3] as Data)
                 try Self.count(db, -(row[2] as Int64), in: [group, try Self.owner(db, group), []])
@@ -239,11 +250,11 @@ final class SQLiteRelayStore: RelayStore {
     }
 
     func receipts(group: [UInt8], id: [UInt8], sender: [UInt8], now: UInt64) async throws -> (recipients: Int, confirmed: Int)? {
-        try await pool.read { db in
-            try Row.fetchOne(db, sql: """
+        try await read { db in
+            try Row.fetchOne(db.cachedStatement(sql: """
                 SELECT COUNT(*), COALESCE(SUM(r.confirmed), 0) FROM messages m JOIN recipients r ON r.message = m.row
                 WHERE m.group_id = ? AND m.id = ? AND m.sender = ? AND m.ready > 0 AND m.expires > ?
-                """, arguments: [Data(group), Data(id), Data(sender), Int64(now)])
+                """), arguments: [Data(group), Data(id), Data(sender), Int64(now)])
                 .flatMap { row in (row[0] as Int) == 0 ? nil : (recipients: row[0] as Int, confirmed: row[1] as Int) }
         }
     }
@@ -291,24 +302,25 @@ final class SQLiteRelayStore: RelayStore {
     /// Bytes counted against a scope: a group id (16 bytes, its messages), an owner key (32,
     /// the messages and records of its groups), or none (the relay's total).
     static func used(_ db: Database, _ scope: [UInt8]) throws -> UInt64 {
-        UInt64(max(0, try Int64.fetchOne(db, sql: "SELECT bytes FROM usage WHERE scope = ?", arguments: [Data(scope)]) ?? 0))
+        UInt64(max(0, try Int64.fetchOne(db.cachedStatement(sql: "SELECT bytes FROM usage WHERE scope = ?"), arguments: [Data(scope)]) ?? 0))
     }
 
     static func count(_ db: Database, _ bytes: Int64, in scopes: [[UInt8]]) throws {
         for scope in scopes {
-            try db.execute(sql: "INSERT INTO usage (scope, bytes) VALUES (?, ?) ON CONFLICT (scope) DO UPDATE SET bytes = bytes + excluded.bytes",
-                           arguments: [Data(scope), bytes])
+            try db.cachedStatement(sql: "INSERT INTO usage (scope, bytes) VALUES (?, ?) ON CONFLICT (scope) DO UPDATE SET bytes = bytes + excluded.bytes")
+                .execute(arguments: [Data(scope), bytes])
         }
     }
 
     static func owner(_ db: Database, _ group: [UInt8]) throws -> [UInt8] {
-        try Data.fetchOne(db, sql: "SELECT owner FROM groups WHERE id = ?", arguments: [Data(group)]).map { [UInt8]($0) } ?? []
+        try Data.fetchOne(db.cachedStatement(sql: "SELECT owner FROM groups WHERE id = ?"), arguments: [Data(group)]).map { [UInt8]($0) } ?? []
     }
 
     /// Deletes the messages `condition` selects and takes what they counted off the quotas.
     @discardableResult
     static func deleteMessages(_ db: Database, _ condition: String, _ arguments: StatementArguments) throws -> Int {
-        let deleted = try Row.fetchAll(db, sql: "DELETE FROM messages WHERE \(condition) RETURNING group_id, size, ready", arguments: arguments)
+        let deleted = try Row.fetchAll(db.cachedStatement(sql: "DELETE FROM messages WHERE \(condition) RETURNING group_id, size, ready"),
+            arguments: arguments)
         for row in deleted where (row[2] as Int64) < 2 {
             let group = bytes(row, 0)
             try count(db, -(row[1] as Int64), in: [group, try owner(db, group), []])

@@ -78,22 +78,39 @@ extension Bench {
         }
         let group = record.id
         let all = shares
-        let puts = await RelayBench.measure("PUT", count: requests, concurrency: concurrency) { j in
-            try await member(j, at: j).put(all[j].bytes, group: group, id: all[j].id)
+        // The relays' own CPU time a request, besides the rate: the bench client shares the
+        // machine's cores with the relays, so the rate alone cannot tell what the relay
+        // costs from what the client does.
+        func timed(_ figures: () async -> RelayBench.Figures) async -> (RelayBench.Figures, Double) {
+            let before = processes.map { $0.cpuSeconds() }.reduce(0, +)
+            let result = await figures()
+            let used = processes.map { $0.cpuSeconds() }.reduce(0, +) - before
+            return (result, used / Double(max(1, result.count)))
         }
-        let lists = await RelayBench.measure("list", count: requests, concurrency: concurrency) { j in
-            try await member(j + 1, at: j).list(group: group)
+        let puts = await timed {
+            await RelayBench.measure("PUT", count: requests, concurrency: concurrency) { j in
+                try await member(j, at: j).put(all[j].bytes, group: group, id: all[j].id)
+            }
         }
-        let gets = await RelayBench.measure("GET", count: requests, concurrency: concurrency) { j in
-            try await member(j + 1, at: j).get(group: group, id: all[j].id)
+        let lists = await timed {
+            await RelayBench.measure("list", count: requests, concurrency: concurrency) { j in
+                try await member(j + 1, at: j).list(group: group)
+            }
         }
-        let confirms = await RelayBench.measure("confirm", count: requests, concurrency: concurrency) { j in
-            try await member(j + 1, at: j).confirm(group: group, id: all[j].id)
+        let gets = await timed {
+            await RelayBench.measure("GET", count: requests, concurrency: concurrency) { j in
+                try await member(j + 1, at: j).get(group: group, id: all[j].id)
+            }
         }
-        for figures in [puts, lists, gets, confirms] {
-            say(String(format: "%@  %-8@ %7.0f /s   median %6.1f ms   p99 %6.1f ms%@", label, figures.operation, figures.rate,
-                         figures.median * 1000, figures.p99 * 1000,
-                         figures.failed == 0 ? "" : "   \(figures.failed) failed: \(figures.failure ?? "")"))
+        let confirms = await timed {
+            await RelayBench.measure("confirm", count: requests, concurrency: concurrency) { j in
+                try await member(j + 1, at: j).confirm(group: group, id: all[j].id)
+            }
+        }
+        for (figures, cpu) in [puts, lists, gets, confirms] {
+            say(String(format: "%@  %-8@ %7.0f /s   median %6.1f ms   p99 %6.1f ms   relay CPU %5.0f µs a request%@", label,
+                       figures.operation, figures.rate, figures.median * 1000, figures.p99 * 1000, cpu * 1e6,
+                       figures.failed == 0 ? "" : "   \(figures.failed) failed: \(figures.failure ?? "")"))
         }
     }
 
@@ -213,6 +230,16 @@ final class RelayFleet: @unchecked Sendable {
         let card: KeyCard
         let directory: String
         var pid: Int32 { process.processIdentifier }
+
+        /// The CPU time the process has used, user and system, in seconds (/proc/PID/stat).
+        func cpuSeconds() -> Double {
+            let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+            // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+            guard let close = stat.lastIndex(of: ")") else { return 0 }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+            return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+        }
 
         /// A line of /proc/PID/status, in KiB.
         func memory(_ field: String) -> Int {
