@@ -96,7 +96,7 @@ public struct IncomingRelayMessage {
     public func checkCreated(now: UInt64, slack: UInt64) throws(VaultError) {
         guard let envelope, envelope.createdAt > now + slack else { return }
         throw .malformed(what: object == nil ? "the message share" : "the object message",
-                         detail: "it says it was made \(DurationText.text(envelope.createdAt - now)) from now, more than the clocks allow")
+                         detail: "it says it was made \(DurationText.rounded(envelope.createdAt - now)) from now, more than the clocks allow")
     }
 
     /// The share read, when the message is one.

@@ -26,6 +26,16 @@ public enum DurationText {
         return plural(seconds, "second")
     }
 
+    /// `seconds` to the nearest of the largest unit it reaches, for how far off a clock or
+    /// a time is ("10 days" for 863,999 s, "3 hours", "90 seconds" under five minutes): a
+    /// second taken by a slow request must not turn "10 days" into "863999 seconds".
+    public static func rounded(_ seconds: UInt64) -> String {
+        for (size, name) in [(UInt64(86400), "day"), (3600, "hour"), (60, "minute")] where seconds >= max(size, 300) {
+            return plural((seconds + size / 2) / size, name)
+        }
+        return plural(seconds, "second")
+    }
+
     private static let units: [Character: UInt64] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
 
     private static func plural(_ count: UInt64, _ name: String) -> String { "\(count) \(name)\(count == 1 ? "" : "s")" }

@@ -124,7 +124,7 @@ extension Relay {
         // Signed requests are taken within the clock window; so are the messages they carry
         // (Docs/FORMAT.md §17, "Times").
         guard header.createdAt <= now + RequestSignature.window else {
-            throw RelayFailure.malformed("the message says it was made \(DurationText.text(header.createdAt - now)) from now, "
+            throw RelayFailure.malformed("the message says it was made \(DurationText.rounded(header.createdAt - now)) from now, "
                                          + "more than the \(RequestSignature.window) s the clocks may differ")
         }
         guard header.expiresAt > now else { throw RelayFailure.malformed("the message has already expired") }

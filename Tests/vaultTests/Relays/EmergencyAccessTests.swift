@@ -228,8 +228,12 @@ extension HoldersWorld {
         let passedOn = try EmergencyRule.make(secretID: header.secretID, dealer: dealer, trustee: dave.card, wait: 1, issued: now)
         let bob = try daves.peer(named: "bob")
         for rule in [forged, passedOn] {
-            let stored = try await HolderMail.send(to: bob.card, in: try daves.group(named: "friends"), lifetime: 3600, keystore: daves,
-                                                   identity: dave) { emit in try HolderRecord.emergencyRule(rule).withUnsafeBytes(emit) }
+            let group = try daves.group(named: "friends")
+            let stored = try await OwnThread.run {
+                try await HolderMail.send(to: bob.card, in: group, lifetime: 3600, keystore: daves, identity: dave) { emit in
+                    try HolderRecord.emergencyRule(rule).withUnsafeBytes(emit)
+                }
+            }
             #expect(stored == 3)
         }
         let atBob = try w["bob"].vault.run("receive")
@@ -266,8 +270,10 @@ extension HoldersWorld {
                                                  replyKey: recovery.replyPublicKey, lifetime: 7200, now: made)
         try daves.recordAsk(recovery, nonce: request.nonce, holder: bob, groupID: group.id)
         func send() async throws {
-            let stored = try await HolderMail.send(to: bob.card, in: group, lifetime: 3600, keystore: daves, identity: dave) { emit in
-                try HolderRecord.pieceRequest(request).withUnsafeBytes(emit)
+            let stored = try await OwnThread.run {
+                try await HolderMail.send(to: bob.card, in: group, lifetime: 3600, keystore: daves, identity: dave) { emit in
+                    try HolderRecord.pieceRequest(request).withUnsafeBytes(emit)
+                }
             }
             #expect(stored == 3)
         }

@@ -234,8 +234,10 @@ final class HoldersWorld {
                                        identity: identity, replyKey: recovery.replyPublicKey, lifetime: 3600)
         }
         func send(_ request: RelayPieceRequest, to holder: Peer) async throws {
-            let stored = try await HolderMail.send(to: holder.card, in: group, lifetime: 3600, keystore: keystore, identity: identity) { emit in
-                try HolderRecord.pieceRequest(request).withUnsafeBytes(emit)
+            let stored = try await OwnThread.run {
+                try await HolderMail.send(to: holder.card, in: group, lifetime: 3600, keystore: keystore, identity: identity) { emit in
+                    try HolderRecord.pieceRequest(request).withUnsafeBytes(emit)
+                }
             }
             #expect(stored == 3)
         }
