@@ -6,9 +6,9 @@ import VaultCore
 /// the dealer's decisions. Each is a holder message (FORMAT.md §20), as the other steps
 /// between holders are; ``EmergencyDesk`` checks what they carry.
 public enum EmergencyMail {
-    /// Offers `rule` to `holder` through `group`; returns how many relays stored it.
+    /// Offers `rule` to `holder` through `group`; returns which relays stored it.
     public static func offer(_ rule: EmergencyRule, to holder: Peer, in group: GroupRecord, keystore: Keystore,
-                             identity: Identity) async throws -> Int {
+                             identity: Identity) async throws -> Messenger.Stored {
         try await HolderMail.send(to: holder.card, in: group, lifetime: HolderMail.offerLifetime, keystore: keystore, identity: identity) { emit in
             try HolderRecord.emergencyRule(rule).withUnsafeBytes(emit)
         }
@@ -70,8 +70,8 @@ public enum EmergencyMail {
                                                            keystore: keystore, identity: identity) { emit in
                         try HolderRecord.emergencyNotice(notice).withUnsafeBytes(emit)
                     }
-                    guard stored >= HolderMail.minimumRelays(group) else {
-                        throw RelayError(relay: group.name.value, code: "unreachable", words: "only \(stored) of its relays stored it")
+                    if let shortfall = stored.shortfall(HolderMail.minimumRelays(group), of: group) {
+                        throw RelayError(relay: group.name.value, code: "unreachable", words: shortfall)
                     }
                     try keystore.markTold(request, state)
                 } catch {
@@ -103,8 +103,8 @@ public enum EmergencyMail {
                                                                identity: identity) { emit in
                             try HolderRecord.emergencyDecision(decision).withUnsafeBytes(emit)
                         }
-                        guard stored >= HolderMail.minimumRelays(group) else {
-                            throw RelayError(relay: group.name.value, code: "unreachable", words: "only \(stored) of its relays stored it")
+                        if let shortfall = stored.shortfall(HolderMail.minimumRelays(group), of: group) {
+                            throw RelayError(relay: group.name.value, code: "unreachable", words: shortfall)
                         }
                         try keystore.markDecisionSent(replyKey: watch.replyKey, holderKey: holder.card.agreementKey)
                         report.events.append(.decisionSent(to: holder.label.value, trustee: watch.trusteeLabel, approves: decision.approves))

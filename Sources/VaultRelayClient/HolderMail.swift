@@ -65,10 +65,10 @@ public enum HolderMail {
         }
     }
 
-    /// Offers the bundle at `path` to `holder` through `group`. Returns how many relays
+    /// Offers the bundle at `path` to `holder` through `group`. Returns which relays
     /// stored it.
     public static func offer(bundle path: String, to holder: Peer, in group: GroupRecord, keystore: Keystore,
-                             identity: Identity) async throws -> Int {
+                             identity: Identity) async throws -> Messenger.Stored {
         try await send(to: holder.card, in: group, lifetime: offerLifetime, keystore: keystore, identity: identity) { emit in
             try HolderRecord.shareOffer().withUnsafeBytes(emit)
             var bundle = try FileSource(path: path)
@@ -91,8 +91,8 @@ public enum HolderMail {
             let stored = try await send(to: holder.card, in: group, lifetime: left, keystore: keystore, identity: identity) { emit in
                 try HolderRecord.pieceRequest(request).withUnsafeBytes(emit)
             }
-            guard stored >= minimumRelays(group) else {
-                throw VaultError.invalidSecret("only \(stored) of the relays of \(group.name) stored the request")
+            if let shortfall = stored.shortfall(minimumRelays(group), of: group) {
+                throw VaultError.invalidSecret("the request: \(shortfall)")
             }
         } catch {
             try? keystore.forgetAsk(nonce: request.nonce)
@@ -166,8 +166,8 @@ public enum HolderMail {
                     var answer = try FileSource(path: path)
                     try answer.forEachChunk(emit)
                 }
-                guard stored >= minimumRelays(group) else {
-                    throw RelayError(relay: group.name.value, code: "unreachable", words: "only \(stored) of its relays stored it")
+                if let shortfall = stored.shortfall(minimumRelays(group), of: group) {
+                    throw RelayError(relay: group.name.value, code: "unreachable", words: shortfall)
                 }
                 unlink(path)
             } catch {
@@ -346,10 +346,10 @@ public enum HolderMail {
     }
 
     /// Writes one holder message to `recipient` (its record through `write`) and stores it
-    /// whole on every relay of `group`; returns how many stored it. `kept`: the relays keep
+    /// whole on every relay of `group`; returns which stored it. `kept`: the relays keep
     /// it until it expires, confirmed or not (for the recipient's other machines).
     static func send(to recipient: KeyCard, in group: GroupRecord, lifetime: UInt64, kept: Bool = false, keystore: Keystore, identity: Identity,
-                     write: @escaping ((UnsafeRawBufferPointer) throws -> Void) throws -> Void) async throws -> Int {
+                     write: @escaping ((UnsafeRawBufferPointer) throws -> Void) throws -> Void) async throws -> Messenger.Stored {
         let request = ObjectMessage.Request(groupID: group.id, kind: .holder, keyID: [UInt8](repeating: 0, count: 16), recipients: [recipient],
                                             lifetime: lifetime, deleteWhenConfirmed: !kept)
         return try await ObjectSync.send(request, group: group, keystore: keystore, identity: identity, entries: write)

@@ -203,16 +203,29 @@ public enum Messenger {
     }
 
     /// What uploading a message to a group's relays did.
-    struct Stored {
+    public struct Stored: Sendable {
         /// The relays that stored it, by name.
-        let accepted: [String]
+        public let accepted: [String]
         /// The others, and why.
-        let refused: [RelayError]
+        public let refused: [RelayError]
         /// The relays (by position) that may hold some of it: those that stored it, and
         /// those whose upload ended without their word (cut short, or an answer that is not
         /// theirs). A relay that refused in a signed answer, or could not be reached at
         /// all, holds nothing.
         let mayHold: [Int]
+
+        /// How many relays stored it.
+        public var count: Int { accepted.count }
+
+        /// Why the others did not, one clause a relay ("relay r2: cannot reach it: …"):
+        /// a count alone leaves the user guessing which relay to look at.
+        public var why: String { refused.map(\.description).joined(separator: "; ") }
+
+        /// "only N of its M relays stored it", and why, when fewer than `minimum` did.
+        public func shortfall(_ minimum: Int, of group: GroupRecord) -> String? {
+            guard accepted.count < minimum else { return nil }
+            return "only \(accepted.count) of the \(group.relays.count) relays of \(group.name) stored it" + (refused.isEmpty ? "" : ": " + why)
+        }
     }
 
     /// Stores the share files at `paths` (one a relay, in the group's order) on their

@@ -74,11 +74,12 @@ public enum ObjectSync {
                 try ObjectEntries.write(record: record, content: row.map { row in { try keystore.exportItem(row, to: $0) } }, to: emit)
             }
         }
-        guard accepted >= settings.minimumRelays else {
-            throw VaultError.invalidSecret("only \(accepted) of the \(settings.minimumRelays) relays needed stored the changes to '\(name)'; they stay here for the next sync")
+        guard accepted.count >= settings.minimumRelays else {
+            throw VaultError.invalidSecret("only \(accepted.count) of the \(settings.minimumRelays) relays needed stored the changes to '\(name)'"
+                                           + (accepted.refused.isEmpty ? "" : " (\(accepted.why))") + "; they stay here for the next sync")
         }
         try keystore.markPublished(unpublished)
-        report.published.append((name, unpublished.count, accepted))
+        report.published.append((name, unpublished.count, accepted.count))
     }
 
     /// Asks the other holders of `keyID` in its group for their whole state of the key
@@ -92,7 +93,7 @@ public enum ObjectSync {
         let request = ObjectMessage.Request(groupID: group.id, kind: .snapshotRequest, keyID: keyID, recipients: recipients,
                                             lifetime: settings.lifetime, deleteWhenConfirmed: true)
         let accepted = try await send(request, group: group, keystore: keystore, identity: identity) { _ in }
-        guard accepted >= 1 else { throw VaultError.invalidSecret("no relay of group \(group.name) stored the request") }
+        guard accepted.count >= 1 else { throw VaultError.invalidSecret("no relay of group \(group.name) stored the request: \(accepted.why)") }
         report.snapshotsAsked.append(name)
     }
 
@@ -214,23 +215,22 @@ public enum ObjectSync {
                 try ObjectEntries.write(record: record, content: row.map { row in { try keystore.exportItem(row, to: $0) } }, to: emit)
             }
         }
-        guard accepted >= 1 else { throw VaultError.invalidSecret("no relay of group \(group.name) stored the snapshot") }
+        guard accepted.count >= 1 else { throw VaultError.invalidSecret("no relay of group \(group.name) stored the snapshot: \(accepted.why)") }
     }
 
     /// Writes one object message and stores it whole on every relay of `group`; returns
-    /// how many stored it.
+    /// which stored it, and why the others did not.
     static func send(_ request: ObjectMessage.Request, group: GroupRecord, keystore: Keystore, identity: Identity,
-                             entries: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void) async throws -> Int {
+                     entries: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void) async throws -> Messenger.Stored {
         let spool = try Spool(home: keystore.home)
         let (path, header) = try SyncClock.measure(.seal) { try ObjectMessage.write(request, entries: entries, sender: identity, spool: spool) }
         defer { unlink(path) }
         // One file for every relay: hashed once, not once a relay.
         let digest = try Spool.hash(path)
-        let stored = await SyncClock.measure(.upload) {
+        return await SyncClock.measure(.upload) {
             await Messenger.store(Array(repeating: path, count: group.relays.count), message: header.messageID, in: group, identity: identity,
                                   digest: digest)
         }
-        return stored.accepted.count
     }
 
     private static func group(of settings: SyncSettings, keystore: Keystore) throws -> GroupRecord {

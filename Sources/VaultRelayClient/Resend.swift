@@ -51,7 +51,7 @@ extension Messenger {
         try await dealt(request, content: BytesSource(body), group: group, keystore: keystore, identity: identity) { header, paths in
             let stored = await store(paths, message: header.messageID, in: group, identity: identity)
             guard stored.accepted.count >= k else {
-                throw VaultError.invalidSecret("only \(stored.accepted.count) relays stored it: " + stored.refused.map(\.description).joined(separator: "; "))
+                throw VaultError.invalidSecret("only \(stored.accepted.count) relays stored it: " + stored.why)
             }
         }
     }
@@ -115,7 +115,7 @@ extension Messenger {
             // would leave the gap open while the member is told it was filled.
             if stored.accepted.count < header.threshold {
                 report.problems.append("could not resend #\(number) to \(member.label): only \(stored.accepted.count) of the \(header.threshold) relays needed stored it: "
-                                       + stored.refused.map(\.description).joined(separator: "; "))
+                                       + stored.why)
             } else {
                 resent.append(number)
             }

@@ -91,11 +91,11 @@ enum EmergencyDelivery {
         try keystore.setRole(secretRow: row, holderKey: key, label: label, issued: rule.issued, state: .sent, via: "relays of \(group.name)")
         do {
             let stored = try await EmergencyMail.offer(rule, to: holder, in: group, keystore: keystore, identity: identity)
-            guard stored >= HolderMail.minimumRelays(group) else {
-                throw CLIError.invalidInput("only \(stored) of \(group.relays.count) relays of \(group.name) stored it")
+            if let shortfall = stored.shortfall(HolderMail.minimumRelays(group), of: group) {
+                throw CLIError.invalidInput(shortfall)
             }
             Terminal.standardError("  \(label): " + (lanFailure.map { "\($0); " } ?? "")
-                + "emergency rule sent through the relays of \(group.name) (\(stored) of \(group.relays.count) stored it)")
+                + "emergency rule sent through the relays of \(group.name) (\(stored.count) of \(group.relays.count) stored it)")
             return true
         } catch {
             try keystore.setRole(secretRow: row, holderKey: key, label: label, issued: rule.issued, state: .notYetReached, via: "relays of \(group.name)")

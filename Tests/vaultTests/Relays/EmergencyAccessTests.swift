@@ -234,7 +234,7 @@ extension HoldersWorld {
                     try HolderRecord.emergencyRule(rule).withUnsafeBytes(emit)
                 }
             }
-            #expect(stored == 3)
+            #expect(stored.count == 3, "\(stored.why)")
         }
         let atBob = try w["bob"].vault.run("receive")
         #expect(atBob.stderr.contains("the emergency rule (it is not signed by the dealer it names)"), "\(atBob.stderr)")
@@ -275,7 +275,7 @@ extension HoldersWorld {
                     try HolderRecord.pieceRequest(request).withUnsafeBytes(emit)
                 }
             }
-            #expect(stored == 3)
+            #expect(stored.count == 3, "\(stored.why)")
         }
         let sent = Date()
         try await send()

@@ -239,7 +239,7 @@ final class HoldersWorld {
                     try HolderRecord.pieceRequest(request).withUnsafeBytes(emit)
                 }
             }
-            #expect(stored == 3)
+            #expect(stored.count == 3, "\(stored.why)")
         }
 
         // Bob's request, carried to carol.

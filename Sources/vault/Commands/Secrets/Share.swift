@@ -302,11 +302,11 @@ func deliver(_ path: String, to peer: Peer, secretRow: [UInt8], address: PeerAdd
                              via: "relays of \(group.name)")
     do {
         let stored = try await HolderMail.offer(bundle: path, to: peer, in: group, keystore: keystore, identity: identity)
-        guard stored >= HolderMail.minimumRelays(group) else {
-            throw CLIError.invalidInput("only \(stored) of \(group.relays.count) relays of \(group.name) stored it")
+        if let shortfall = stored.shortfall(HolderMail.minimumRelays(group), of: group) {
+            throw CLIError.invalidInput(shortfall)
         }
         Terminal.standardError("  \(peer.label): " + (lanFailure.map { "\($0); " } ?? "")
-            + "sent through the relays of \(group.name) (\(stored) of \(group.relays.count) stored it); \(peer.label) is asked to keep it")
+            + "sent through the relays of \(group.name) (\(stored.count) of \(group.relays.count) stored it); \(peer.label) is asked to keep it")
         return true
     } catch {
         _ = try? keystore.answerDelivery(secretRow: secretRow, holderKey: peer.card.agreementKey, state: .notYetReached)
