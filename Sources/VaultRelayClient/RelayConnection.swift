@@ -95,7 +95,8 @@ public struct RelayConnection: Sendable {
                                                        bodyHash: bodyHash, nonce: nonce) {
             request.headers.add(name: field, value: value)
         }
-        request.body = .stream(FileChunks(path: path), length: .known(Int64(length)))
+        request.body = length <= FileChunks.chunk
+            ? .bytes(try FileChunks.whole(path: path, length: length)) : .stream(FileChunks(path: path), length: .known(Int64(length)))
         let (status, headers, answer) = try await Self.exchange(request, relay: name, limit: 1 << 16,
                                                                 deadline: RelayHTTPClient.streamDeadline)
         try Self.verify(headers: headers, status: status, body: answer, nonce: nonce, card: card, relay: name)
@@ -185,6 +186,23 @@ struct FileChunks: AsyncSequence, Sendable {
     typealias Element = ByteBuffer
     let path: String
 
+    /// The size of a chunk read at a time.
+    static let chunk: UInt64 = 1 << 16
+
+    /// The whole of a file of at most one chunk, which must be `length` bytes long.
+    ///
+    /// Sent as bytes, not as a stream: AsyncHTTPClient pulls a streamed body from a task of
+    /// its own on Swift's shared pool, so a host program that keeps that pool busy (an app
+    /// embedding this library, or a test run of synchronous tests) held even a request of
+    /// a few hundred bytes until the relay gave up on its body. Most holder and object
+    /// messages are this small; memory stays bounded by the one chunk.
+    static func whole(path: String, length: UInt64) throws -> ByteBuffer {
+        var source = try FileSource(path: path)
+        let bytes = try source.readFully(Int(length))
+        guard bytes.count == Int(length) else { throw VaultError.fileSystem(path: path, reason: "it changed size while it was being read") }
+        return ByteBuffer(bytes: bytes)
+    }
+
     struct AsyncIterator: AsyncIteratorProtocol {
         let source: FileSource?
         let path: String
@@ -192,9 +210,9 @@ struct FileChunks: AsyncSequence, Sendable {
         mutating func next() async throws -> ByteBuffer? {
             guard let source else { throw VaultError.fileSystem(path: path, reason: "cannot open it") }
             var buffer = ByteBuffer()
-            buffer.reserveCapacity(1 << 16)
-            let count = try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 1 << 16) { pointer in
-                try source.read(into: UnsafeMutableRawBufferPointer(rebasing: pointer[..<(1 << 16)]))
+            buffer.reserveCapacity(Int(FileChunks.chunk))
+            let count = try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: Int(FileChunks.chunk)) { pointer in
+                try source.read(into: UnsafeMutableRawBufferPointer(rebasing: pointer[..<Int(FileChunks.chunk)]))
             }
             return count == 0 ? nil : buffer
         }
