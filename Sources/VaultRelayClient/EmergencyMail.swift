@@ -70,9 +70,7 @@ public enum EmergencyMail {
                                                            keystore: keystore, identity: identity) { emit in
                         try HolderRecord.emergencyNotice(notice).withUnsafeBytes(emit)
                     }
-                    if let shortfall = stored.shortfall(HolderMail.minimumRelays(group), of: group) {
-                        throw RelayError(relay: group.name.value, code: "unreachable", words: shortfall)
-                    }
+                    try stored.require(HolderMail.minimumRelays(group), of: group)
                     try keystore.markTold(request, state)
                 } catch {
                     report.problems.append("could not tell '\(dealer.label)' of \(request.peerLabel)'s emergency request \(request.id): "
@@ -103,9 +101,7 @@ public enum EmergencyMail {
                                                                identity: identity) { emit in
                             try HolderRecord.emergencyDecision(decision).withUnsafeBytes(emit)
                         }
-                        if let shortfall = stored.shortfall(HolderMail.minimumRelays(group), of: group) {
-                            throw RelayError(relay: group.name.value, code: "unreachable", words: shortfall)
-                        }
+                        try stored.require(HolderMail.minimumRelays(group), of: group)
                         try keystore.markDecisionSent(replyKey: watch.replyKey, holderKey: holder.card.agreementKey)
                         report.events.append(.decisionSent(to: holder.label.value, trustee: watch.trusteeLabel, approves: decision.approves))
                     } catch {

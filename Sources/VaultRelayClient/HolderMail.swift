@@ -91,9 +91,7 @@ public enum HolderMail {
             let stored = try await send(to: holder.card, in: group, lifetime: left, keystore: keystore, identity: identity) { emit in
                 try HolderRecord.pieceRequest(request).withUnsafeBytes(emit)
             }
-            if let shortfall = stored.shortfall(minimumRelays(group), of: group) {
-                throw VaultError.invalidSecret("the request: \(shortfall)")
-            }
+            try stored.require(minimumRelays(group), of: group)
         } catch {
             try? keystore.forgetAsk(nonce: request.nonce)
             throw error
@@ -166,9 +164,7 @@ public enum HolderMail {
                     var answer = try FileSource(path: path)
                     try answer.forEachChunk(emit)
                 }
-                if let shortfall = stored.shortfall(minimumRelays(group), of: group) {
-                    throw RelayError(relay: group.name.value, code: "unreachable", words: shortfall)
-                }
+                try stored.require(minimumRelays(group), of: group)
                 unlink(path)
             } catch {
                 if decided { try? keystore.unclaimAnswer(request) }

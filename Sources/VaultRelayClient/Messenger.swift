@@ -205,9 +205,9 @@ public enum Messenger {
     /// What uploading a message to a group's relays did.
     public struct Stored: Sendable {
         /// The relays that stored it, by name.
-        public let accepted: [String]
+        let accepted: [String]
         /// The others, and why.
-        public let refused: [RelayError]
+        let refused: [RelayError]
         /// The relays (by position) that may hold some of it: those that stored it, and
         /// those whose upload ended without their word (cut short, or an answer that is not
         /// theirs). A relay that refused in a signed answer, or could not be reached at
@@ -219,12 +219,18 @@ public enum Messenger {
 
         /// Why the others did not, one clause a relay ("relay r2: cannot reach it: …"):
         /// a count alone leaves the user guessing which relay to look at.
-        public var why: String { refused.map(\.description).joined(separator: "; ") }
+        var why: String { refused.map(\.description).joined(separator: "; ") }
 
-        /// "only N of its M relays stored it", and why, when fewer than `minimum` did.
+        /// "only N of its M relays stored it, and K must", and why, when fewer than
+        /// `minimum` (K) relays of `group` did; nil when enough did.
         public func shortfall(_ minimum: Int, of group: GroupRecord) -> String? {
             guard accepted.count < minimum else { return nil }
-            return "only \(accepted.count) of the \(group.relays.count) relays of \(group.name) stored it" + (refused.isEmpty ? "" : ": " + why)
+            return "only \(accepted.count) of its \(group.relays.count) relays stored it, and \(minimum) must" + (refused.isEmpty ? "" : ": " + why)
+        }
+
+        /// Throws ``RelayShortfall`` when fewer than `minimum` relays of `group` stored it.
+        public func require(_ minimum: Int, of group: GroupRecord) throws {
+            if let words = shortfall(minimum, of: group) { throw RelayShortfall(group: group.name.value, words: words) }
         }
     }
 

@@ -67,19 +67,19 @@ public enum ObjectSync {
         changes.sort { $0.version > $1.version }
         let request = ObjectMessage.Request(groupID: group.id, kind: .changes, keyID: keyID, recipients: recipients,
                                             lifetime: settings.lifetime, deleteWhenConfirmed: true)
-        let accepted = try await send(request, group: group, keystore: keystore, identity: identity) { emit in
+        let stored = try await send(request, group: group, keystore: keystore, identity: identity) { emit in
             for change in changes {
                 guard let record = try keystore.record(of: change) else { continue }
                 let row = change.operation == .put ? rows[change.version] : nil
                 try ObjectEntries.write(record: record, content: row.map { row in { try keystore.exportItem(row, to: $0) } }, to: emit)
             }
         }
-        guard accepted.count >= settings.minimumRelays else {
-            throw VaultError.invalidSecret("only \(accepted.count) of the \(settings.minimumRelays) relays needed stored the changes to '\(name)'"
-                                           + (accepted.refused.isEmpty ? "" : " (\(accepted.why))") + "; they stay here for the next sync")
+        guard stored.count >= settings.minimumRelays else {
+            throw VaultError.invalidSecret("only \(stored.count) of the \(settings.minimumRelays) relays needed stored the changes to '\(name)'"
+                                           + (stored.refused.isEmpty ? "" : " (\(stored.why))") + "; they stay here for the next sync")
         }
         try keystore.markPublished(unpublished)
-        report.published.append((name, unpublished.count, accepted.count))
+        report.published.append((name, unpublished.count, stored.count))
     }
 
     /// Asks the other holders of `keyID` in its group for their whole state of the key
@@ -92,8 +92,8 @@ public enum ObjectSync {
         guard !recipients.isEmpty else { throw VaultError.invalidSecret("no other member of group \(group.name) holds key '\(name)'") }
         let request = ObjectMessage.Request(groupID: group.id, kind: .snapshotRequest, keyID: keyID, recipients: recipients,
                                             lifetime: settings.lifetime, deleteWhenConfirmed: true)
-        let accepted = try await send(request, group: group, keystore: keystore, identity: identity) { _ in }
-        guard accepted.count >= 1 else { throw VaultError.invalidSecret("no relay of group \(group.name) stored the request: \(accepted.why)") }
+        let stored = try await send(request, group: group, keystore: keystore, identity: identity) { _ in }
+        guard stored.count >= 1 else { throw VaultError.invalidSecret("no relay of group \(group.name) stored the request: \(stored.why)") }
         report.snapshotsAsked.append(name)
     }
 
@@ -209,13 +209,13 @@ public enum ObjectSync {
                               uniquingKeysWith: { a, _ in a })
         let request = ObjectMessage.Request(groupID: group.id, kind: .snapshot, keyID: keyID, recipients: [member.card],
                                             lifetime: settings.lifetime, deleteWhenConfirmed: true)
-        let accepted = try await send(request, group: group, keystore: keystore, identity: identity) { emit in
+        let stored = try await send(request, group: group, keystore: keystore, identity: identity) { emit in
             for (change, record) in known {
                 let row = change.operation == .put ? rows[change.version] : nil
                 try ObjectEntries.write(record: record, content: row.map { row in { try keystore.exportItem(row, to: $0) } }, to: emit)
             }
         }
-        guard accepted.count >= 1 else { throw VaultError.invalidSecret("no relay of group \(group.name) stored the snapshot: \(accepted.why)") }
+        guard stored.count >= 1 else { throw VaultError.invalidSecret("no relay of group \(group.name) stored the snapshot: \(stored.why)") }
     }
 
     /// Writes one object message and stores it whole on every relay of `group`; returns

@@ -26,6 +26,16 @@ public struct RelayError: Error, UserFacingError {
     }
 }
 
+/// Fewer relays of a group stored a message than it needs; says which did not, and why.
+public struct RelayShortfall: Error, UserFacingError {
+    /// The group's name.
+    public let group: String
+    /// How many stored it, how many must, and each refusal.
+    public let words: String
+
+    public var description: String { "the relays of \(group): \(words)" }
+}
+
 /// Signed requests to one pinned relay, and checks on its answers: every answer must be
 /// signed by the pinned card, over this request's nonce, its status and its body, or it
 /// is refused as forged (a man in the middle without the relay's key).
@@ -86,7 +96,8 @@ public struct RelayConnection: Sendable {
         return (status, answer)
     }
 
-    /// Uploads `length` bytes of the file at `path` as the body of a signed PUT, streamed.
+    /// Uploads `length` bytes of the file at `path` as the body of a signed PUT: streamed,
+    /// or as bytes when it is at most one chunk (``FileChunks/whole(path:length:)``).
     func upload(_ path: String, to target: String, length: UInt64, bodyHash: [UInt8]) async throws -> (Int, [UInt8]) {
         let nonce = SecureRandom().bytes(RequestSignature.nonceLength)
         var request = HTTPClientRequest(url: url + target)
@@ -195,9 +206,10 @@ struct FileChunks: AsyncSequence, Sendable {
     /// its own on Swift's shared pool, so a host program that keeps that pool busy (an app
     /// embedding this library, or a test run of synchronous tests) held even a request of
     /// a few hundred bytes until the relay gave up on its body. Most holder and object
-    /// messages are this small; memory stays bounded by the one chunk.
+    /// messages are this small; memory stays bounded by a chunk an upload.
     static func whole(path: String, length: UInt64) throws -> ByteBuffer {
         var source = try FileSource(path: path)
+        guard source.size == length else { throw VaultError.fileSystem(path: path, reason: "it changed size while it was being read") }
         let bytes = try source.readFully(Int(length))
         guard bytes.count == Int(length) else { throw VaultError.fileSystem(path: path, reason: "it changed size while it was being read") }
         return ByteBuffer(bytes: bytes)

@@ -183,6 +183,15 @@ final class HoldersWorld {
         #expect(recovered.stdout == "wifi: hunter2")
         #expect(recovered.stderr.contains("relay r1: it served a damaged or forged object message"), "\(recovered.stderr)")
         #expect(recovered.stderr.contains("bob: piece received"), "\(recovered.stderr)")
+
+        // With a second relay down, a request cannot reach the two relays it needs: each
+        // relay that did not store it is named, with why.
+        #expect(w.relays[1].stop(SIGTERM) == 0)
+        let short = try w["alice"].vault.run(["recover", id])
+        #expect(short.status != 0)
+        #expect(short.stderr.contains("the relays of friends: only 1 of its 3 relays stored it, and 2 must: relay r2: cannot reach it"),
+                "\(short.stderr)")
+        #expect(short.stderr.contains("; relay r3: cannot reach it"), "\(short.stderr)")
     }
 
     /// Alice's laptop is gone. Her new identity, trusted again by bob and carol face to

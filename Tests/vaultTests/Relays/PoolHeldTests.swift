@@ -23,7 +23,7 @@ import VaultTestSupport
                 try [UInt8](repeating: 7, count: 300).withUnsafeBytes(emit)
             }
         }
-        #expect(held, "the send outlasted the pool's hold: \(clock.now - start)")
+        #expect(held, "the pool was not held throughout (a task ran there), or the send outlasted the hold: \(clock.now - start)")
         #expect(stored.count == 3, "\(stored.why)")
     }
 }

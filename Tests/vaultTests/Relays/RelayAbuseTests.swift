@@ -721,8 +721,13 @@ final class LoopbackHTTP {
             guard let colon = header.firstIndex(of: ":") else { throw Failure(description: "not a header: \(header)") }
             headers[header[..<colon].lowercased()] = header[header.index(after: colon)...].trimmingCharacters(in: .whitespaces)
         }
+        // An interim answer: the real one follows.
+        if (100..<200).contains(status) { return try receive() }
         var body: [UInt8] = []
-        if headers["transfer-encoding"]?.lowercased() == "chunked" {
+        if status == 204 || status == 304 {
+            // No body, whatever the headers say (RFC 9112 §6.3): read to the close, it took
+            // the socket's whole 10 s receive timeout.
+        } else if headers["transfer-encoding"]?.lowercased() == "chunked" {
             while let size = Int(try line().split(separator: ";").first ?? "", radix: 16), size > 0 {
                 body += try take(size)
                 _ = try take(2)
@@ -730,9 +735,6 @@ final class LoopbackHTTP {
             while try !line().isEmpty {}
         } else if let length = headers["content-length"].flatMap({ Int($0) }) {
             body = try take(length)
-        } else if status == 204 || status == 304 || (100..<200).contains(status) {
-            // No body, whatever the headers say (RFC 9110 §6.4.1): read to the close, the
-            // answer took the socket's whole 10 s timeout.
         } else {
             while true {
                 do { try fill() } catch { break }
