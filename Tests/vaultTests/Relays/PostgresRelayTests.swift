@@ -17,10 +17,11 @@ final class PostgresWorld {
     let frontURL: String, backURL: String, otherURL: String
     let alice = User("alice"), bob = User("bob")
 
-    init() throws {
+    /// `options`: more `vault relay serve` options for both PostgreSQL processes.
+    init(options: [String] = []) throws {
         cluster = try PostgresCluster()
-        (front, frontURL) = try Self.relay(["--store", cluster.url], log: directory.file("front.log"))
-        (back, backURL) = try Self.relay(["--store", cluster.url], log: directory.file("back.log"))
+        (front, frontURL) = try Self.relay(["--store", cluster.url] + options, log: directory.file("front.log"))
+        (back, backURL) = try Self.relay(["--store", cluster.url] + options, log: directory.file("back.log"))
         (other, otherURL) = try Self.relay(["--store", "sqlite:" + directory.file("other.db")], log: directory.file("other.log"))
         try alice.initialize("alice")
         try bob.initialize("bob")
@@ -110,6 +111,40 @@ final class PostgresWorld {
         // Both still up.
         #expect(try await world.bobGet(world.frontURL, "/v1/groups").0 == 200)
         #expect(try await world.bobGet(world.backURL, "/v1/groups").0 == 200)
+    }
+
+    /// Issue 37's quotas in PostgreSQL, where one call checks and counts them under one lock
+    /// across processes: alice's 300 KiB as an owner takes two shares of 120 KB and refuses
+    /// a third; what the relay counts is what it holds, before and after bob confirms a
+    /// message sent delete-when-read.
+    @Test func quotasAreCheckedAndCountedInTheDatabase() throws {
+        let world = try PostgresWorld(options: ["--owner-quota", "300KiB"])
+        let file = world.alice.directory.file("big.bin")
+        try Data(SecureRandom().bytes(240_000)).write(to: URL(fileURLWithPath: file))
+        // k = 2 of the 2 relays: a share is about 120 KB, streamed (begin, chunks, finish).
+        try world.alice.ok("send", file, "--group", "team")
+        try world.alice.ok("send", file, "--group", "team")
+        let third = try world.alice.vault.run(["send", file, "--group", "team"])
+        #expect(third.stderr.contains("relay pg: the group's owner has used its quota of 300 KiB on this relay"), "\(third.stderr)")
+        // A note: stored whole, in one call.
+        try world.alice.ok("send", "--group", "team", "--delete-when-read", "-", stdin: "small")
+        #expect(try world.cluster.sql("SELECT count(*) FROM relay_messages WHERE ready = 1") == "3")
+        #expect(try world.cluster.sql("SELECT count(DISTINCT finished) FROM relay_messages") == "3")
+        let held = """
+            (SELECT COALESCE(SUM(size), 0) FROM relay_messages WHERE ready < 2) + (SELECT SUM(length(record)) FROM relay_groups)
+            """
+        let total = "SELECT bytes FROM relay_usage WHERE scope = ''::BYTEA"
+        #expect(try world.cluster.sql("SELECT (\(total)) = \(held) AND \(held) > 240000") == "t")
+        #expect(try world.cluster.sql("SELECT bytes FROM relay_usage WHERE scope = (SELECT owner FROM relay_groups)")
+                == world.cluster.sql(total))
+        // Read and confirmed by bob: the note, sent delete-when-read, is deleted and no longer
+        // counted; the others stay, counted.
+        let before = try world.cluster.sql(total)
+        let out = world.bob.directory.file("in")
+        try world.bob.ok("receive", "--out-dir", out)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: out).count == 3)
+        #expect(try world.cluster.sql("SELECT count(*) FROM relay_messages WHERE ready = 1") == "2")
+        #expect(try world.cluster.sql("SELECT (\(total)) = \(held) AND (\(total)) < \(before)") == "t")
     }
 
     /// Issue 32: a store that cannot be reached or logged into is said at start, in words
