@@ -209,10 +209,10 @@ struct FileChunks: AsyncSequence, Sendable {
     /// messages are this small; memory stays bounded by a chunk an upload.
     static func whole(path: String, length: UInt64) throws -> ByteBuffer {
         var source = try FileSource(path: path)
+        // A file of another size is not the one hashed; one that shrinks while read, the
+        // source refuses itself.
         guard source.size == length else { throw VaultError.fileSystem(path: path, reason: "it changed size while it was being read") }
-        let bytes = try source.readFully(Int(length))
-        guard bytes.count == Int(length) else { throw VaultError.fileSystem(path: path, reason: "it changed size while it was being read") }
-        return ByteBuffer(bytes: bytes)
+        return ByteBuffer(bytes: try source.readFully(Int(length)))
     }
 
     struct AsyncIterator: AsyncIteratorProtocol {
