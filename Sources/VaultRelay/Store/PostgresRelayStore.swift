@@ -165,15 +165,20 @@ final class PostgresRelayStore: RelayStore {
     ///
     /// `vault_relay_begin` starts a message: its row; 0 when it exists; -1, -2, -3 when it
     /// would pass the group's, its owner's or the relay's quota. `vault_relay_finish` gives
-    /// it the next cursor, serves it and notifies its recipients (100 keys a payload, at most
-    /// 8000 bytes with the tag); `vault_relay_store_whole` does both, with the one chunk
-    /// between. Sizes are added as NUMERIC: a quota of 2^63 - 1 bytes must not overflow.
+    /// it the next cursor and serves it; `vault_relay_store_whole` stores a message of one
+    /// chunk finished from the start. Both notify its recipients (`vault_relay_notify`: 100
+    /// keys a payload, at most 8000 bytes with the tag). Sizes are added as NUMERIC: a quota
+    /// of 2^63 - 1 bytes must not overflow.
+    ///
+    /// A whole message is inserted finished, not inserted then updated: every update leaves
+    /// a dead row version behind, and after a burst of uploads the lists of two processes
+    /// waited on those until autovacuum came by (up to a minute later; DECISIONS.md).
     private static let functions = [
         """
-        CREATE OR REPLACE FUNCTION vault_relay_begin(p_group BYTEA, p_id BYTEA, p_sender BYTEA, p_size BIGINT, p_expires BIGINT,
-                                                     p_delete_when_confirmed BOOLEAN, p_body_hash BYTEA, p_created BIGINT,
-                                                     p_recipients BYTEA[], p_group_quota BIGINT, p_owner_quota BIGINT,
-                                                     p_total_quota BIGINT) RETURNS BIGINT LANGUAGE plpgsql AS $$
+        CREATE OR REPLACE FUNCTION vault_relay_insert(p_group BYTEA, p_id BYTEA, p_sender BYTEA, p_size BIGINT, p_expires BIGINT,
+                                                      p_delete_when_confirmed BOOLEAN, p_body_hash BYTEA, p_created BIGINT,
+                                                      p_recipients BYTEA[], p_group_quota BIGINT, p_owner_quota BIGINT,
+                                                      p_total_quota BIGINT, p_finished BOOLEAN) RETURNS BIGINT LANGUAGE plpgsql AS $$
         DECLARE
             v_owner BYTEA;
             v_row BIGINT;
@@ -189,8 +194,15 @@ final class PostgresRelayStore: RelayStore {
             IF COALESCE((SELECT GREATEST(bytes, 0) FROM relay_usage WHERE scope = ''::BYTEA), 0)::NUMERIC + p_size > p_total_quota THEN
                 RETURN -3;
             END IF;
-            INSERT INTO relay_messages (group_id, id, sender, size, expires, delete_when_confirmed, body_hash, created)
-            VALUES (p_group, p_id, p_sender, p_size, p_expires, p_delete_when_confirmed, p_body_hash, p_created)
+            -- A finished message takes its cursor under the finish lock, held to the commit:
+            -- cursors become visible in the order they are handed out. The quota lock is
+            -- taken first, as in every transaction that takes both.
+            IF p_finished THEN
+                PERFORM pg_advisory_xact_lock(\(finishLock));
+            END IF;
+            INSERT INTO relay_messages (group_id, id, sender, size, expires, delete_when_confirmed, body_hash, created, ready, finished)
+            VALUES (p_group, p_id, p_sender, p_size, p_expires, p_delete_when_confirmed, p_body_hash, p_created,
+                    CASE WHEN p_finished THEN 1 ELSE 0 END, CASE WHEN p_finished THEN nextval('relay_finished') END)
             ON CONFLICT (group_id, id) DO NOTHING RETURNING row INTO v_row;
             IF v_row IS NULL THEN
                 RETURN 0;
@@ -207,18 +219,34 @@ final class PostgresRelayStore: RelayStore {
         END $$
         """,
         """
-        CREATE OR REPLACE FUNCTION vault_relay_finish(p_row BIGINT, p_tag TEXT) RETURNS VOID LANGUAGE plpgsql AS $$
+        CREATE OR REPLACE FUNCTION vault_relay_begin(p_group BYTEA, p_id BYTEA, p_sender BYTEA, p_size BIGINT, p_expires BIGINT,
+                                                     p_delete_when_confirmed BOOLEAN, p_body_hash BYTEA, p_created BIGINT,
+                                                     p_recipients BYTEA[], p_group_quota BIGINT, p_owner_quota BIGINT,
+                                                     p_total_quota BIGINT) RETURNS BIGINT LANGUAGE plpgsql AS $$
+        BEGIN
+            RETURN vault_relay_insert(p_group, p_id, p_sender, p_size, p_expires, p_delete_when_confirmed, p_body_hash, p_created,
+                                      p_recipients, p_group_quota, p_owner_quota, p_total_quota, FALSE);
+        END $$
+        """,
+        """
+        CREATE OR REPLACE FUNCTION vault_relay_notify(p_row BIGINT, p_tag TEXT) RETURNS VOID LANGUAGE plpgsql AS $$
         DECLARE
             v_keys TEXT[];
             v_start INTEGER := 1;
         BEGIN
-            PERFORM pg_advisory_xact_lock(\(finishLock));
-            UPDATE relay_messages SET ready = 1, finished = nextval('relay_finished') WHERE row = p_row;
             SELECT array_agg(encode(signing_key, 'hex')) INTO v_keys FROM relay_recipients WHERE message = p_row;
             WHILE v_start <= COALESCE(array_length(v_keys, 1), 0) LOOP
                 PERFORM pg_notify('\(channel)', array_to_string(ARRAY[p_tag] || v_keys[v_start:v_start + 99], ' '));
                 v_start := v_start + 100;
             END LOOP;
+        END $$
+        """,
+        """
+        CREATE OR REPLACE FUNCTION vault_relay_finish(p_row BIGINT, p_tag TEXT) RETURNS VOID LANGUAGE plpgsql AS $$
+        BEGIN
+            PERFORM pg_advisory_xact_lock(\(finishLock));
+            UPDATE relay_messages SET ready = 1, finished = nextval('relay_finished') WHERE row = p_row;
+            PERFORM vault_relay_notify(p_row, p_tag);
         END $$
         """,
         """
@@ -230,14 +258,13 @@ final class PostgresRelayStore: RelayStore {
         DECLARE
             v_row BIGINT;
         BEGIN
-            -- The quota lock, then the finish lock: no transaction takes them the other way.
-            v_row := vault_relay_begin(p_group, p_id, p_sender, p_size, p_expires, p_delete_when_confirmed, p_body_hash, p_created,
-                                       p_recipients, p_group_quota, p_owner_quota, p_total_quota);
+            v_row := vault_relay_insert(p_group, p_id, p_sender, p_size, p_expires, p_delete_when_confirmed, p_body_hash, p_created,
+                                        p_recipients, p_group_quota, p_owner_quota, p_total_quota, TRUE);
             IF v_row > 0 THEN
                 IF length(p_bytes) > 0 THEN
                     INSERT INTO relay_chunks (message, n, bytes) VALUES (v_row, 0, p_bytes);
                 END IF;
-                PERFORM vault_relay_finish(v_row, p_tag);
+                PERFORM vault_relay_notify(v_row, p_tag);
             END IF;
             RETURN v_row;
         END $$
