@@ -63,7 +63,7 @@ public enum LinkClient {
         request.headers.add(name: LinkAPI.Header.iterations, value: String(iterations))
         request.headers.add(name: LinkAPI.Header.claimHash, value: Base64URL.encode(keys.claim.withUnsafeBytes { sha256(Array($0)) }))
         request.headers.add(name: LinkAPI.Header.deleteHash, value: Base64URL.encode(sha256(token)))
-        request.body = .stream(FileChunks(path: path), length: .known(Int64(length)))
+        request.body = try FileChunks.body(path: path, length: length)
         let name = relay.label.value
         let (status, headers, body) = try await RelayConnection.exchange(request, relay: name, deadline: RelayHTTPClient.streamDeadline)
         try RelayConnection.verify(headers: headers, status: status, body: body, nonce: nonce, card: relay.card, relay: name)

@@ -97,7 +97,7 @@ public struct RelayConnection: Sendable {
     }
 
     /// Uploads `length` bytes of the file at `path` as the body of a signed PUT: streamed,
-    /// or as bytes when it is at most one chunk (``FileChunks/whole(path:length:)``).
+    /// or as bytes when it is at most one chunk (``FileChunks/body(path:length:)``).
     func upload(_ path: String, to target: String, length: UInt64, bodyHash: [UInt8]) async throws -> (Int, [UInt8]) {
         let nonce = SecureRandom().bytes(RequestSignature.nonceLength)
         var request = HTTPClientRequest(url: url + target)
@@ -106,8 +106,7 @@ public struct RelayConnection: Sendable {
                                                        bodyHash: bodyHash, nonce: nonce) {
             request.headers.add(name: field, value: value)
         }
-        request.body = length <= FileChunks.chunk
-            ? .bytes(try FileChunks.whole(path: path, length: length)) : .stream(FileChunks(path: path), length: .known(Int64(length)))
+        request.body = try FileChunks.body(path: path, length: length)
         let (status, headers, answer) = try await Self.exchange(request, relay: name, limit: 1 << 16,
                                                                 deadline: RelayHTTPClient.streamDeadline)
         try Self.verify(headers: headers, status: status, body: answer, nonce: nonce, card: card, relay: name)
@@ -200,14 +199,21 @@ struct FileChunks: AsyncSequence, Sendable {
     /// The size of a chunk read at a time.
     static let chunk: UInt64 = 1 << 16
 
-    /// The whole of a file of at most one chunk, which must be `length` bytes long.
+    /// The body of an upload of the `length` bytes of the file at `path`: streamed, or the
+    /// whole file as bytes when it is at most one chunk.
     ///
-    /// Sent as bytes, not as a stream: AsyncHTTPClient pulls a streamed body from a task of
+    /// A small body goes as bytes, not as a stream: AsyncHTTPClient pulls a streamed body from a task of
     /// its own on Swift's shared pool, so a host program that keeps that pool busy (an app
     /// embedding this library, or a test run of synchronous tests) held even a request of
     /// a few hundred bytes until the relay gave up on its body. Most holder and object
-    /// messages are this small; memory stays bounded by a chunk an upload.
-    static func whole(path: String, length: UInt64) throws -> ByteBuffer {
+    /// messages and many share links are this small; memory stays bounded by a chunk an
+    /// upload.
+    static func body(path: String, length: UInt64) throws -> HTTPClientRequest.Body {
+        length <= chunk ? .bytes(try whole(path: path, length: length)) : .stream(FileChunks(path: path), length: .known(Int64(length)))
+    }
+
+    /// The whole of a file of at most one chunk, which must be `length` bytes long.
+    private static func whole(path: String, length: UInt64) throws -> ByteBuffer {
         var source = try FileSource(path: path)
         // A file of another size is not the one hashed; one that shrinks while read, the
         // source refuses itself.
