@@ -24,6 +24,9 @@ extension Messenger {
     /// identity accepted there (newer versions are taken) and for its invitations (taken
     /// from trusted owners, declined from others).
     static func refreshGroups(keystore: Keystore, identity: Identity, report: inout ReceiveReport) async {
+        // Relays of groups left that were not told yet (out of reach at `vault group leave`):
+        // asked again, silently; those still out of reach are asked at the next run.
+        _ = await tellRelays((try? keystore.pendingDeclines()) ?? [], keystore: keystore, identity: identity)
         var connections: [String: RelayConnection] = [:]
         for relay in (try? keystore.pinnedRelays()) ?? [] {
             connections[relay.card.fingerprint] = RelayConnection(name: relay.label.value, url: relay.url, card: relay.card, identity: identity)
@@ -65,7 +68,8 @@ extension Messenger {
             // Accepted here but refused by this identity: a relay's members from before
             // opt-in were accepted for them. Declined here, silently; not fetched again.
             if known == nil, let refusal = try keystore.refusal(group: id) {
-                if refusal.reason == .untrusted, !trusted.contains(refusal.owner) {
+                // Left, or refused from an owner still not trusted: declined here too.
+                if refusal.reason == .left || (refusal.reason == .untrusted && !trusted.contains(refusal.owner)) {
                     try? await answerGroup(id, ownerKey: refusal.owner, accept: false, on: connection)
                     continue
                 }
@@ -106,8 +110,8 @@ extension Messenger {
             }
             if let refusal = try keystore.refusal(group: id, owner: owner.signingKey) {
                 switch refusal.reason {
-                case .untrusted where !trusted.contains(owner):
-                    // Refused already, and said so: declined at this relay too, silently.
+                case .untrusted where !trusted.contains(owner), .left:
+                    // Refused or left already, and said so: declined at this relay too, silently.
                     if declined < declinesPerRun {
                         declined += 1
                         try? await answerGroup(id, ownerKey: owner.signingKey, accept: false, on: connection)

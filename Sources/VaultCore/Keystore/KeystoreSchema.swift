@@ -467,6 +467,35 @@ enum KeystoreSchema {
                 CREATE INDEX group_refused_by_owner ON group_refused(owner);
                 """)
         }
+        // Members may leave a group they accepted (`vault group leave`): a third reason,
+        // 'left'. SQLite cannot change a CHECK in place, so the table is made again. The
+        // relays not yet told of a leave are kept until each is (group_declines).
+        migrator.registerMigration("v18-group-leave") { db in
+            try db.execute(sql: """
+                CREATE TABLE group_refused_new (
+                    group_id BLOB NOT NULL CHECK (length(group_id) = 16),
+                    owner BLOB NOT NULL CHECK (length(owner) = 32),
+                    version INTEGER NOT NULL,
+                    reason TEXT NOT NULL CHECK (reason IN ('untrusted', 'invalid', 'left')),
+                    relay_url TEXT NOT NULL,
+                    relay_card BLOB NOT NULL CHECK (length(relay_card) = 65),
+                    refused_at INTEGER NOT NULL,
+                    PRIMARY KEY (group_id, owner)
+                ) WITHOUT ROWID;
+                INSERT INTO group_refused_new SELECT group_id, owner, version, reason, relay_url, relay_card, refused_at FROM group_refused;
+                DROP TABLE group_refused;
+                ALTER TABLE group_refused_new RENAME TO group_refused;
+                CREATE INDEX group_refused_by_owner ON group_refused(owner);
+                CREATE TABLE group_declines (
+                    group_id BLOB NOT NULL CHECK (length(group_id) = 16),
+                    owner BLOB NOT NULL CHECK (length(owner) = 32),
+                    relay_name TEXT NOT NULL,
+                    relay_url TEXT NOT NULL,
+                    relay_card BLOB NOT NULL CHECK (length(relay_card) = 65),
+                    PRIMARY KEY (group_id, relay_card)
+                ) WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 

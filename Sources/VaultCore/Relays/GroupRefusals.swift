@@ -11,6 +11,9 @@ public struct GroupRefusal: Sendable, Equatable {
         /// Its record was not valid (it did not parse or verify, was for another id, or did
         /// not name this identity). Fetched again only at a higher version.
         case invalid
+        /// This identity left it (`vault group leave`). Declined at every relay that lists
+        /// it, at any version, until this identity joins it again (`vault group join`).
+        case left
     }
 
     /// The group's id.
@@ -35,6 +38,17 @@ public struct GroupRefusal: Sendable, Equatable {
         self.relayURL = relayURL
         self.relayCard = relayCard
     }
+}
+
+/// A relay of a group this identity left that has not been told yet: it still lists the
+/// group to this identity, and is asked to decline it at every receive until it does.
+public struct PendingDecline: Sendable, Equatable {
+    /// The group's id.
+    public let group: [UInt8]
+    /// Its owner's Ed25519 key.
+    public let owner: [UInt8]
+    /// The relay, as the group's record named it.
+    public let relay: GroupRecord.Relay
 }
 
 extension Keystore {
@@ -87,10 +101,60 @@ extension Keystore {
         }.filter { trusted.contains($0.owner) }
     }
 
-    /// Forgets a refusal: the group was accepted after all.
+    /// Leaves `record`'s group: forgets it here, remembers it as left, and keeps each of its
+    /// relays as still to be told (``pendingDeclines()``), in one transaction, so that no
+    /// later receive takes it again from any relay that still lists it (one that could not
+    /// be told yet, or a newer version from its owner).
+    public func leave(group record: GroupRecord) throws(VaultError) {
+        guard let first = record.relays.first else { throw .malformed(what: "the group record", detail: "it names no relay") }
+        try write { db in
+            try db.execute(sql: "DELETE FROM relay_group WHERE id = ?", arguments: [Data(record.id)])
+            try db.execute(sql: """
+                INSERT OR REPLACE INTO group_refused (group_id, owner, version, reason, relay_url, relay_card, refused_at)
+                VALUES (?, ?, ?, 'left', ?, ?, ?)
+                """, arguments: [Data(record.id), Data(record.owner.signingKey), Int64(clamping: record.version), first.url,
+                                 Data(first.card.encoded), Int64(Date().timeIntervalSince1970)])
+            for relay in record.relays {
+                try db.execute(sql: """
+                    INSERT OR REPLACE INTO group_declines (group_id, owner, relay_name, relay_url, relay_card) VALUES (?, ?, ?, ?, ?)
+                    """, arguments: [Data(record.id), Data(record.owner.signingKey), relay.name.value, relay.url, Data(relay.card.encoded)])
+            }
+        }
+    }
+
+    /// The relays of groups this identity left that have not been told yet.
+    public func pendingDeclines() throws(VaultError) -> [PendingDecline] {
+        try read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM group_declines ORDER BY group_id, relay_url").map { row throws -> PendingDecline in
+                guard let card = try? KeyCard(encoded: [UInt8](row["relay_card"] as Data)), let name = try? Label(row["relay_name"] as String) else {
+                    throw VaultError.keystoreCorrupt("a left group's relay row is invalid")
+                }
+                return PendingDecline(group: [UInt8](row["group_id"] as Data), owner: [UInt8](row["owner"] as Data),
+                                      relay: GroupRecord.Relay(name: name, url: row["relay_url"], card: card))
+            }
+        }
+    }
+
+    /// `relay` was told: it declines `group` for this identity now.
+    public func declined(group: [UInt8], at relay: KeyCard) throws(VaultError) {
+        try write { db in
+            try db.execute(sql: "DELETE FROM group_declines WHERE group_id = ? AND relay_card = ?", arguments: [Data(group), Data(relay.encoded)])
+        }
+    }
+
+    /// The groups this identity left, most recently left first.
+    public func leftGroups() throws(VaultError) -> [GroupRefusal] {
+        try read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM group_refused WHERE reason = 'left' ORDER BY refused_at DESC").map(Self.refusal)
+        }
+    }
+
+    /// Forgets a refusal: the group was accepted after all (and its relays need not be told
+    /// of a leave any more).
     public func forgetRefusal(group: [UInt8], owner: [UInt8]) throws(VaultError) {
         try write { db in
             try db.execute(sql: "DELETE FROM group_refused WHERE group_id = ? AND owner = ?", arguments: [Data(group), Data(owner)])
+            try db.execute(sql: "DELETE FROM group_declines WHERE group_id = ? AND owner = ?", arguments: [Data(group), Data(owner)])
         }
     }
 

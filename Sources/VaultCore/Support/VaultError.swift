@@ -154,6 +154,8 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
     case unknownGroup(String)
     /// More than one accepted group matches.
     case ambiguousGroup(String)
+    /// The owner of a group cannot leave it.
+    case ownerCannotLeave(String)
     /// More than one stored item matches an id prefix.
     case ambiguousItem(String)
     /// The keystore already holds this item.
@@ -252,6 +254,7 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
         case .duplicateRelay(let name): "a relay named \(quoted(name)) is already pinned"
         case .unknownGroup(let name): "no group matches \(quoted(name))"
         case .ambiguousGroup(let name): "more than one group matches \(quoted(name))"
+        case .ownerCannotLeave(let name): "you own group \(quoted(name)), and an owner cannot leave its own group"
         case .ambiguousItem(let name): "more than one item matches \(quoted(name))"
         case .duplicateItem(let id): "the keystore already holds item \(id.prefix(16))"
         case .itemDoesNotOpen: "the item does not open under its key: it was altered, or made under another key"

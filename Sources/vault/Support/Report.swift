@@ -187,6 +187,8 @@ enum Report {
             "'vault group list' shows your groups; 'vault receive' fetches groups you were added to"
         case .ambiguousGroup:
             "name the group by the first digits of its id ('vault group list' shows them)"
+        case .ownerCannotLeave:
+            "remove its members with 'vault group remove' instead"
         case .noQRCode:
             "use a sharper image in which the whole code and its white border are visible"
         case .kdfParametersOutOfRange:

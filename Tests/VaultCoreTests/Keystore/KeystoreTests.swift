@@ -157,6 +157,38 @@ import VaultTestSupport
         #expect(throws: VaultError.keystoreTooNew(path: home.keystorePath)) { try Keystore.open(home: home) }
     }
 
+    /// v18 makes `group_refused` again so that it takes 'left' (`vault group leave`): the
+    /// refusals of a keystore from before survive it, and a left group is kept after it.
+    @Test func refusalsSurviveTheMigrationThatAllowsLeaving() throws {
+        let keystore = try Keystore.create(home: home, label: Label("alice"), passphrase: nil)
+        let group = [UInt8](repeating: 1, count: 16), owner = [UInt8](repeating: 2, count: 32)
+        // Back to v17: its table and CHECK, and no declines.
+        try keystore.write { db in
+            try db.execute(sql: """
+                DROP TABLE group_declines;
+                DROP TABLE group_refused;
+                CREATE TABLE group_refused (
+                    group_id BLOB NOT NULL CHECK (length(group_id) = 16), owner BLOB NOT NULL CHECK (length(owner) = 32),
+                    version INTEGER NOT NULL, reason TEXT NOT NULL CHECK (reason IN ('untrusted', 'invalid')),
+                    relay_url TEXT NOT NULL, relay_card BLOB NOT NULL CHECK (length(relay_card) = 65), refused_at INTEGER NOT NULL,
+                    PRIMARY KEY (group_id, owner)
+                ) WITHOUT ROWID;
+                CREATE INDEX group_refused_by_owner ON group_refused(owner);
+                DELETE FROM grdb_migrations WHERE identifier = 'v18-group-leave';
+                """)
+        }
+        try keystore.remember(GroupRefusal(group: group, owner: owner, version: 3, reason: .untrusted, relayURL: "http://127.0.0.1:1",
+                                           relayCard: try KeyCard(text: KeyCardTests.vectorText)))
+        #expect(throws: (any Error).self) { try keystore.write { db in try db.execute(sql: "UPDATE group_refused SET reason = 'left'") } }
+
+        let migrated = try Keystore.open(home: home)
+        let kept = try #require(try migrated.refusal(group: group, owner: owner))
+        #expect(kept.reason == .untrusted && kept.version == 3 && kept.relayURL == "http://127.0.0.1:1")
+        try migrated.write { db in try db.execute(sql: "UPDATE group_refused SET reason = 'left'") }
+        #expect(try migrated.leftGroups().map(\.group) == [group])
+        #expect(try migrated.pendingDeclines().isEmpty)
+    }
+
     @Test func managesPeers() throws {
         let keystore = try Keystore.create(home: home, label: Label("alice"), passphrase: nil)
         let card = try KeyCard(text: KeyCardTests.vectorText)

@@ -93,6 +93,52 @@ import VaultTestSupport
         }
     }
 
+    /// bob leaves the team while r3 is down: r1 and r2 stop listing it and serving its
+    /// messages at once, r3 is declined at his next receive, and nothing of it comes back
+    /// (alice still addresses him) until he joins again; then what waited is served. The
+    /// owner cannot leave.
+    @Test func aMemberWhoLeftIsServedNothingUntilItJoinsAgain() throws {
+        let world = try RelayWorld()
+        let taken = try world.bob.vault.run(["receive"])
+        #expect(taken.status == 0 && taken.stderr.contains("accepted group 'team'"), "\(taken.stderr)")
+        let group = try world.groupID()
+        let bob = try world.bob.signingIdentity()
+        #expect(world.relays[2].stop(SIGTERM) == 0)
+        let left = try world.bob.vault.run(["group", "leave", "team"])
+        #expect(left.status == 0, "\(left.stderr)")
+        #expect(left.stderr.contains("vault: warning: relay r3: "), "\(left.stderr)")
+        #expect(left.stderr.contains("left group 'team' (\(group.prefix(8))) on 2 of 3 relays; 'vault group join \(group.prefix(8))' takes it back"),
+                "\(left.stderr)")
+        #expect(try world.bob.ok("group", "list").isEmpty)
+        try world.restart(3)
+        #expect(try OwnRelay(world, 3).get(as: bob, "/v1/groups").text.contains(group), "r3 could not be told")
+        try world.alice.ok("send", "--group", "team", "-", stdin: "sent after bob left")
+
+        let after = try world.bob.vault.run(["receive"])
+        #expect(after.status == 0 && after.stdout.isEmpty, "\(after.stdout) \(after.stderr)")
+        #expect(!after.stderr.contains("team"), "\(after.stderr)")
+        for i in 1...3 {
+            let relay = try OwnRelay(world, i)
+            #expect(!(try relay.get(as: bob, "/v1/groups").text.contains(group)), "relay r\(i) lists the group")
+            #expect(!(try relay.get(as: bob, "/v1/invitations").text.contains(group)), "relay r\(i) invites bob again")
+            #expect(try relay.get(as: bob, "/v1/messages").text == "{\"messages\":[]}")
+        }
+        #expect(try world.bob.ok("group", "list").isEmpty)
+
+        let joined = try world.bob.vault.run(["group", "join", String(group.prefix(8))])
+        #expect(joined.status == 0 && joined.stderr.contains("joined group 'team' again"), "\(joined.stderr)")
+        let received = try world.bob.vault.run(["receive", "--group", "team"])
+        #expect(received.stdout == "sent after bob left", "\(received.stderr)")
+        let again = try world.bob.vault.run(["group", "join", String(group.prefix(8))])
+        #expect(again.status != 0 && again.stderr.hasPrefix("vault: error: no group matches"), "\(again.stderr)")
+
+        let owner = try world.alice.vault.run(["group", "leave", "team"])
+        #expect(owner.status != 0, "\(owner.stderr)")
+        #expect(owner.stderr == "vault: error: you own group 'team', and an owner cannot leave its own group\n"
+                + "vault: hint: remove its members with 'vault group remove' instead\n", "\(owner.stderr)")
+        #expect(try world.alice.ok("group", "list").contains("team"))
+    }
+
     /// A refused group whose owner bob trusts later is taken at the next receive, from the
     /// relay that listed it (which bob had declined it at).
     @Test func aRefusedGroupIsTakenOnceItsOwnerIsTrusted() throws {

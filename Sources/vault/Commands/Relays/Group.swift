@@ -7,7 +7,7 @@ struct GroupCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "group",
         abstract: "Make and change groups: members who send each other messages through relays.",
-        subcommands: [GroupCreate.self, GroupAdd.self, GroupRemove.self, GroupList.self, GroupShow.self]
+        subcommands: [GroupCreate.self, GroupAdd.self, GroupRemove.self, GroupLeave.self, GroupJoin.self, GroupList.self, GroupShow.self]
     )
 }
 
@@ -101,6 +101,57 @@ struct GroupRemove: AsyncParsableCommand {
         let changed = try GroupRecord(id: record.id, version: record.version + 1, name: record.name, owner: record.owner, relays: record.relays,
                                       members: record.members.filter { !removed.contains($0.label.value) }, signer: identity)
         try await publishAndKeep(changed, keystore: keystore, identity: identity)
+    }
+}
+
+struct GroupLeave: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "leave",
+        abstract: "Leave a group you were added to: its relays stop serving you its messages.",
+        discussion: """
+            Declines the group on every relay it names and forgets it on this machine. It is \
+            remembered as left, so 'vault receive' declines it again wherever it is still \
+            listed, at any version, until you join it again with 'vault group join'. Only its \
+            owner can take you out of its record: until then, members may still address you, \
+            and what they send is not served to you.
+            """)
+
+    @OptionGroup var home: HomeOption
+    @OptionGroup var keys: PassphraseOption
+
+    @Argument(help: ArgumentHelp("The group.", valueName: "group"), completion: Completions.group)
+    var group: String
+
+    func run() async throws {
+        let keystore = try home.openKeystore()
+        let record = try keystore.group(named: group)
+        let identity = try keys.unlock(keystore)
+        let failures = try await Messenger.leave(record, keystore: keystore, identity: identity)
+        for failure in failures { Terminal.standardError("vault: warning: \(failure) (it is declined there at your next 'vault receive')") }
+        Terminal.standardError("left group '\(record.name)' (\(record.idHex.prefix(8))) on \(record.relays.count - failures.count) of \(record.relays.count) relays; "
+                               + "'vault group join \(record.idHex.prefix(8))' takes it back")
+    }
+}
+
+struct GroupJoin: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "join", abstract: "Join again a group you left: its record is fetched and accepted on every relay it names.")
+
+    @OptionGroup var home: HomeOption
+    @OptionGroup var keys: PassphraseOption
+
+    @Argument(help: ArgumentHelp("The group's id, or its first 4 or more hex digits (as 'vault group leave' printed it).", valueName: "id"))
+    var group: String
+
+    func run() async throws {
+        let keystore = try home.openKeystore()
+        let identity = try keys.unlock(keystore)
+        let report = try await Messenger.join(group, keystore: keystore, identity: identity)
+        for problem in report.problems { Terminal.standardError("vault: warning: \(problem)") }
+        guard let name = report.groups.first else {
+            throw CLIError.unavailable("the group could not be joined again", hint: "its owner may have removed you, or its relay may be down; try again later")
+        }
+        Terminal.standardError("joined group '\(name)' again")
     }
 }
 

@@ -1,0 +1,74 @@
+import Foundation
+import VaultCore
+
+/// How a member leaves a group it accepted, and joins it again (Docs/RELAY.md, "Joining a
+/// group").
+///
+/// Leaving is the member's own opt-out: its relays stop listing the group and its messages
+/// to it (the acceptance there becomes a decline), and this machine forgets the group and
+/// remembers it as left, so that a later receive declines it again wherever it is still
+/// listed, at any version, rather than taking it back. It does not take the member out of
+/// the owner's record: only the owner can (`vault group remove`), and the owner's other
+/// members still address it until then; what they send waits on the relays for its TTL
+/// and is never served to a member who left.
+extension Messenger {
+    /// Leaves `record`'s group. Returns the relays that could not be told; each declines it
+    /// at this identity's next receive instead. The owner cannot leave its own group.
+    public static func leave(_ record: GroupRecord, keystore: Keystore, identity: Identity) async throws -> [RelayError] {
+        guard record.owner != identity.card else {
+            throw VaultError.ownerCannotLeave(record.name.value)
+        }
+        // Remembered first, with every relay as still to be told: should one be out of
+        // reach, the next receive declines it there, and takes nothing of it meanwhile.
+        try keystore.leave(group: record)
+        return await tellRelays(try keystore.pendingDeclines().filter { $0.group == record.id }, keystore: keystore, identity: identity)
+    }
+
+    /// Asks each relay in `pending` to decline its group for this identity, all at once,
+    /// and forgets each that did (or that does not list the group to this identity at
+    /// all). Returns the others, which are asked again at the next receive.
+    static func tellRelays(_ pending: [PendingDecline], keystore: Keystore, identity: Identity) async -> [RelayError] {
+        await withTaskGroup(of: (PendingDecline, RelayError?).self) { tasks in
+            for decline in pending {
+                tasks.addTask {
+                    do {
+                        try await answerGroup(decline.group, ownerKey: decline.owner, accept: false, on: RelayConnection(decline.relay, identity: identity))
+                        return (decline, nil)
+                    } catch let error as RelayError {
+                        // The group is gone there, no longer names this identity, or is
+                        // another owner's: nothing of it is served there to decline.
+                        let done = ["unknown_group", "not_a_member", "other_owner"].contains(error.code)
+                        return (decline, done ? nil : error)
+                    } catch {
+                        return (decline, RelayError(relay: decline.relay.name.value, code: "unreachable", words: VaultError.words(for: error)))
+                    }
+                }
+            }
+            var failures: [RelayError] = []
+            for await (decline, failure) in tasks {
+                if let failure {
+                    failures.append(failure)
+                } else {
+                    try? keystore.declined(group: decline.group, at: decline.relay.card)
+                }
+            }
+            return failures.sorted { $0.relay < $1.relay }
+        }
+    }
+
+    /// Joins again a group this identity left, named by its id or the first 4 or more hex
+    /// digits of it: its record is fetched from a relay that had it and taken (from a
+    /// trusted owner, naming this identity, as at first), and accepted on every relay it
+    /// names. Returns what the taking said, as a receive would.
+    public static func join(_ name: String, keystore: Keystore, identity: Identity) async throws -> ReceiveReport {
+        let prefix = name.lowercased()
+        let matches = try keystore.leftGroups().filter { prefix.count >= 4 && $0.group.hex.hasPrefix(prefix) }
+        guard let left = matches.first else { throw VaultError.unknownGroup(name) }
+        guard matches.count == 1 else { throw VaultError.ambiguousGroup(name) }
+        var report = ReceiveReport()
+        let connection = RelayConnection(name: left.relayURL, url: left.relayURL, card: left.relayCard, identity: identity)
+        await take(left.group, version: left.version, ownerKey: left.owner, from: connection, keystore: keystore, identity: identity,
+                   report: &report)
+        return report
+    }
+}
