@@ -57,9 +57,10 @@ extension Messenger {
     }
 
     /// Joins again a group this identity left, named by its id or the first 4 or more hex
-    /// digits of it: its record is fetched from a relay that had it and taken (from a
+    /// digits of it: its record is fetched from the first relay it named and taken (from a
     /// trusted owner, naming this identity, as at first), and accepted on every relay it
-    /// names. Returns what the taking said, as a receive would.
+    /// names. Returns what the taking said, as a receive would; a join that fails leaves
+    /// the group as left.
     public static func join(_ name: String, keystore: Keystore, identity: Identity) async throws -> ReceiveReport {
         let prefix = name.lowercased()
         let matches = try keystore.leftGroups().filter { prefix.count >= 4 && $0.group.hex.hasPrefix(prefix) }
@@ -68,7 +69,7 @@ extension Messenger {
         var report = ReceiveReport()
         let connection = RelayConnection(name: left.relayURL, url: left.relayURL, card: left.relayCard, identity: identity)
         await take(left.group, version: left.version, ownerKey: left.owner, from: connection, keystore: keystore, identity: identity,
-                   report: &report)
+                   joining: true, report: &report)
         return report
     }
 }

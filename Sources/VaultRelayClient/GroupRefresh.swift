@@ -67,9 +67,13 @@ extension Messenger {
             if let known, known.version >= entry.version { continue }
             // Accepted here but refused by this identity: a relay's members from before
             // opt-in were accepted for them. Declined here, silently; not fetched again.
+            if known == nil, let left = try keystore.leftGroup(id) {
+                // Left: declined here too, whatever else was refused of this id since.
+                try? await answerGroup(id, ownerKey: left.owner, accept: false, on: connection)
+                continue
+            }
             if known == nil, let refusal = try keystore.refusal(group: id) {
-                // Left, or refused from an owner still not trusted: declined here too.
-                if refusal.reason == .left || (refusal.reason == .untrusted && !trusted.contains(refusal.owner)) {
+                if refusal.reason == .untrusted && !trusted.contains(refusal.owner) {
                     try? await answerGroup(id, ownerKey: refusal.owner, accept: false, on: connection)
                     continue
                 }
@@ -149,8 +153,16 @@ extension Messenger {
     /// Fetches a group's record from `connection` and takes it when its owner is this
     /// identity or a trusted peer and it names this identity: kept here, and accepted on
     /// every relay it names. A record that is not taken is remembered as refused.
+    ///
+    /// A group this identity left is taken only when `joining` (`vault group join`): whatever
+    /// a relay lists, at whatever version and for whatever owner, a receive declines it, and
+    /// a failed join keeps it as left.
     static func take(_ id: [UInt8], version: UInt64, ownerKey: [UInt8]?, from connection: RelayConnection, keystore: Keystore,
-                     identity: Identity, report: inout ReceiveReport) async {
+                     identity: Identity, joining: Bool = false, report: inout ReceiveReport) async {
+        if !joining, let left = try? keystore.leftGroup(id) {
+            try? await answerGroup(id, ownerKey: left.owner, accept: false, on: connection)
+            return
+        }
         do {
             let (status, bytes) = try await connection.send(.GET, "/v1/groups/\(id.hex)", limit: GroupRecord.maximumLength)
             guard status == 200 else { throw RelayConnection.failure(relay: connection.name, status: status, body: bytes) }
@@ -165,7 +177,7 @@ extension Messenger {
                 for failure in await acceptEverywhere(record, identity: identity) { report.problems.append(failure.description) }
             } catch {
                 let owner = ownerKey ?? (try? GroupRecord(parsing: bytes))?.owner.signingKey
-                if let owner {
+                if let owner, !joining {
                     var reason = GroupRefusal.Reason.invalid
                     if case .untrustedDealer = error as? VaultError { reason = .untrusted }
                     _ = try? keystore.remember(GroupRefusal(group: id, owner: owner, version: version, reason: reason,

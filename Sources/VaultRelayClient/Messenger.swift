@@ -139,7 +139,7 @@ public enum Messenger {
                                      lifetime: lifetime, deleteWhenConfirmed: deleteWhenConfirmed)
         do {
             return try await dealt(request, content: content, group: group, keystore: keystore, identity: identity) { header, paths in
-                let stored = await store(paths, message: header.messageID, in: group, identity: identity)
+                let stored = await store(paths, message: header.messageID, in: group, keystore: keystore, identity: identity)
                 var report = SendReport(messageID: header.messageID, accepted: stored.accepted, refused: stored.refused,
                                         sequences: zip(recipients, sequences).map { ($0.label, $1) }, notKept: nil)
                 guard stored.accepted.count >= minimumRelays else {
@@ -239,7 +239,7 @@ public enum Messenger {
     /// send) counts as having stored it.
     /// `digest` is the length and SHA-256 of a file every relay gets (an object message),
     /// when the caller has them.
-    static func store(_ paths: [String], message id: [UInt8], in group: GroupRecord, identity: Identity,
+    static func store(_ paths: [String], message id: [UInt8], in group: GroupRecord, keystore: Keystore, identity: Identity,
                       digest: (UInt64, [UInt8])? = nil) async -> Stored {
         // Per relay: its refusal (nil: stored), and whether it may hold some of it anyway.
         let results = await withTaskGroup(of: (Int, RelayError?, Bool).self) { tasks in
@@ -255,8 +255,11 @@ public enum Messenger {
                         // taken) refuses the sender as no member. Accepting there (for the
                         // owner the record names, as a receive would) and storing once more
                         // keeps one missed acceptance from costing the message a relay.
+                        // Not for a group left meanwhile (by another process): a leave is
+                        // never undone but by `vault group join`.
                         if status == 403, group.owner != identity.card,
-                           RelayConnection.failure(relay: relay.name.value, status: status, body: body).code == "not_a_member" {
+                           RelayConnection.failure(relay: relay.name.value, status: status, body: body).code == "not_a_member",
+                           (try? keystore.group(id: group.id)) != nil {
                             try await answerGroup(group.id, ownerKey: group.owner.signingKey, accept: true, on: connection)
                             (status, body) = try await connection.upload(paths[j], to: target, length: length, bodyHash: hash)
                         }

@@ -228,8 +228,8 @@ public enum ObjectSync {
         // One file for every relay: hashed once, not once a relay.
         let digest = try Spool.hash(path)
         return await SyncClock.measure(.upload) {
-            await Messenger.store(Array(repeating: path, count: group.relays.count), message: header.messageID, in: group, identity: identity,
-                                  digest: digest)
+            await Messenger.store(Array(repeating: path, count: group.relays.count), message: header.messageID, in: group,
+                                  keystore: keystore, identity: identity, digest: digest)
         }
     }
 

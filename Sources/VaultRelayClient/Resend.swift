@@ -49,7 +49,7 @@ extension Messenger {
                                      recipients: [MessageRecipient(card: member.card, sequence: 0)],
                                      lifetime: requestLifetime, deleteWhenConfirmed: true)
         try await dealt(request, content: BytesSource(body), group: group, keystore: keystore, identity: identity) { header, paths in
-            let stored = await store(paths, message: header.messageID, in: group, identity: identity)
+            let stored = await store(paths, message: header.messageID, in: group, keystore: keystore, identity: identity)
             guard stored.accepted.count >= k else {
                 throw VaultError.invalidSecret("only \(stored.accepted.count) relays stored it: " + stored.why)
             }
@@ -110,7 +110,7 @@ extension Messenger {
                 continue
             }
             let paths = (1...kept.shares).map { outbox.path(of: kept.id, index: $0) }
-            let stored = await store(paths, message: kept.id, in: group, identity: identity)
+            let stored = await store(paths, message: kept.id, in: group, keystore: keystore, identity: identity)
             // Resent only if the member can rebuild it: fewer than k shares on the relays
             // would leave the gap open while the member is told it was filled.
             if stored.accepted.count < header.threshold {

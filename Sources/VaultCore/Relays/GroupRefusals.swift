@@ -84,9 +84,11 @@ extension Keystore {
                 VALUES (?, ?, ?, ?, ?, ?, ?)
                 """, arguments: [Data(refusal.group), Data(refusal.owner), Int64(clamping: refusal.version), refusal.reason.rawValue,
                                  refusal.relayURL, Data(refusal.relayCard.encoded), Int64(Date().timeIntervalSince1970)])
+            // Only refusals are trimmed, never a leave: anyone who names this identity in
+            // many groups could otherwise push a left group out and have it taken back.
             try db.execute(sql: """
                 DELETE FROM group_refused WHERE (group_id, owner) IN
-                    (SELECT group_id, owner FROM group_refused ORDER BY refused_at DESC LIMIT -1 OFFSET ?)
+                    (SELECT group_id, owner FROM group_refused WHERE reason != 'left' ORDER BY refused_at DESC LIMIT -1 OFFSET ?)
                 """, arguments: [Self.maximumRefusals])
             return !known
         }
@@ -139,6 +141,14 @@ extension Keystore {
     public func declined(group: [UInt8], at relay: KeyCard) throws(VaultError) {
         try write { db in
             try db.execute(sql: "DELETE FROM group_declines WHERE group_id = ? AND relay_card = ?", arguments: [Data(group), Data(relay.encoded)])
+        }
+    }
+
+    /// The leave of group `id`, if this identity left it (for whatever owner).
+    public func leftGroup(_ id: [UInt8]) throws(VaultError) -> GroupRefusal? {
+        try read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM group_refused WHERE group_id = ? AND reason = 'left' ORDER BY refused_at DESC LIMIT 1",
+                             arguments: [Data(id)]).map(Self.refusal)
         }
     }
 

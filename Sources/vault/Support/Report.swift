@@ -184,7 +184,7 @@ enum Report {
         case .duplicateRelay(let name):
             "choose another name, or remove the old one with 'vault relay rm \(ShellWord.quoted(name))'"
         case .unknownGroup:
-            "'vault group list' shows your groups; 'vault receive' fetches groups you were added to"
+            "'vault group list' shows your groups ('--left', those you left); 'vault receive' fetches groups you were added to"
         case .ambiguousGroup:
             "name the group by the first digits of its id ('vault group list' shows them)"
         case .ownerCannotLeave:

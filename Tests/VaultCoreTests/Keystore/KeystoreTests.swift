@@ -189,6 +189,27 @@ import VaultTestSupport
         #expect(try migrated.pendingDeclines().isEmpty)
     }
 
+    /// Refusals are kept to the newest 10,000; a leave is never trimmed with them, or anyone
+    /// who names this identity in many groups could push it out and have the group taken back.
+    @Test func aLeaveOutlivesTheTrimOfRefusals() throws {
+        let keystore = try Keystore.create(home: home, label: Label("alice"), passphrase: nil)
+        let card = try KeyCard(text: KeyCardTests.vectorText)
+        let left = [UInt8](repeating: 9, count: 16)
+        try keystore.write { db in
+            try db.execute(sql: "INSERT INTO group_refused VALUES (?, ?, 1, 'left', 'http://127.0.0.1:1', ?, 0)",
+                           arguments: [Data(left), Data(repeating: 2, count: 32), Data(card.encoded)])
+            try db.execute(sql: """
+                WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+                INSERT INTO group_refused SELECT randomblob(16), zeroblob(32), 1, 'untrusted', 'http://127.0.0.1:1', ?, i FROM n
+                """, arguments: [Keystore.maximumRefusals, Data(card.encoded)])
+        }
+        try keystore.remember(GroupRefusal(group: [UInt8](repeating: 8, count: 16), owner: [UInt8](repeating: 3, count: 32), version: 1,
+                                           reason: .untrusted, relayURL: "http://127.0.0.1:1", relayCard: card))
+        #expect(try keystore.leftGroup(left)?.version == 1)
+        let refusals = try keystore.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM group_refused WHERE reason != 'left'") }
+        #expect(refusals == Keystore.maximumRefusals)
+    }
+
     @Test func managesPeers() throws {
         let keystore = try Keystore.create(home: home, label: Label("alice"), passphrase: nil)
         let card = try KeyCard(text: KeyCardTests.vectorText)

@@ -110,6 +110,7 @@ import VaultTestSupport
         #expect(left.stderr.contains("left group 'team' (\(group.prefix(8))) on 2 of 3 relays; 'vault group join \(group.prefix(8))' takes it back"),
                 "\(left.stderr)")
         #expect(try world.bob.ok("group", "list").isEmpty)
+        #expect(try world.bob.ok("group", "list", "--left") == "\(group)\tleft\tversion 1\towner alice\n")
         try world.restart(3)
         #expect(try OwnRelay(world, 3).get(as: bob, "/v1/groups").text.contains(group), "r3 could not be told")
         try world.alice.ok("send", "--group", "team", "-", stdin: "sent after bob left")
@@ -129,6 +130,7 @@ import VaultTestSupport
         #expect(joined.status == 0 && joined.stderr.contains("joined group 'team' again"), "\(joined.stderr)")
         let received = try world.bob.vault.run(["receive", "--group", "team"])
         #expect(received.stdout == "sent after bob left", "\(received.stderr)")
+        #expect(try world.bob.ok("group", "list", "--left").isEmpty)
         let again = try world.bob.vault.run(["group", "join", String(group.prefix(8))])
         #expect(again.status != 0 && again.stderr.hasPrefix("vault: error: no group matches"), "\(again.stderr)")
 
@@ -137,6 +139,29 @@ import VaultTestSupport
         #expect(owner.stderr == "vault: error: you own group 'team', and an owner cannot leave its own group\n"
                 + "vault: hint: remove its members with 'vault group remove' instead\n", "\(owner.stderr)")
         #expect(try world.alice.ok("group", "list").contains("team"))
+    }
+
+    /// A left group that a relay lists as accepted again (a relay that lies, or a send of
+    /// another process that accepted it there) is declined again by the next receive, not
+    /// taken back, even when a later refusal of the same id (for another owner) is the
+    /// newest the keystore holds.
+    @Test func aLeftGroupIsNotTakenBackByAnyListing() throws {
+        let world = try RelayWorld()
+        _ = try world.bob.ok("receive")
+        let group = try world.groupID()
+        _ = try world.bob.ok("group", "leave", "team")
+        try world.bob.acceptGroup(group, of: world.alice, at: [world.urls[0]])
+        let bob = try world.bob.signingIdentity()
+        let r1 = try OwnRelay(world, 1)
+        #expect(try r1.get(as: bob, "/v1/groups").text.contains(group))
+        let keystore = try Keystore.open(home: VaultHome.resolve(explicit: world.bob.directory.file("home")))
+        try keystore.remember(GroupRefusal(group: try #require([UInt8](hexID: group)), owner: [UInt8](repeating: 7, count: 32), version: 0,
+                                           reason: .invalid, relayURL: world.urls[0], relayCard: r1.card))
+
+        let after = try world.bob.vault.run(["receive"])
+        #expect(after.status == 0 && !after.stderr.contains("team"), "\(after.stderr)")
+        #expect(try world.bob.ok("group", "list").isEmpty)
+        #expect(!(try r1.get(as: bob, "/v1/groups").text.contains(group)), "r1 still lists the left group")
     }
 
     /// A refused group whose owner bob trusts later is taken at the next receive, from the

@@ -160,8 +160,19 @@ struct GroupList: ParsableCommand {
 
     @OptionGroup var home: HomeOption
 
+    @Flag(help: "List the groups you left instead, with the id 'vault group join' takes.")
+    var left = false
+
     func run() throws {
         let keystore = try home.openKeystore()
+        if left {
+            let peers = try keystore.peers()
+            for group in try keystore.leftGroups() {
+                let owner = peers.first { $0.card.signingKey == group.owner }?.label.value ?? "not a peer"
+                print("\(group.group.hex)\tleft\tversion \(group.version)\towner \(owner)")
+            }
+            return
+        }
         let own = try keystore.identityInfo().card
         for record in try keystore.groups() {
             let owner = record.member(signingKey: record.owner.signingKey)?.label.value ?? record.owner.fingerprint
