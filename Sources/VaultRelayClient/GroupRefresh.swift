@@ -67,11 +67,6 @@ extension Messenger {
             if let known, known.version >= entry.version { continue }
             // Accepted here but refused by this identity: a relay's members from before
             // opt-in were accepted for them. Declined here, silently; not fetched again.
-            if known == nil, let left = try keystore.leftGroup(id) {
-                // Left: declined here too, whatever else was refused of this id since.
-                try? await answerGroup(id, ownerKey: left.owner, accept: false, on: connection)
-                continue
-            }
             if known == nil, let refusal = try keystore.refusal(group: id) {
                 if refusal.reason == .untrusted && !trusted.contains(refusal.owner) {
                     try? await answerGroup(id, ownerKey: refusal.owner, accept: false, on: connection)
@@ -114,8 +109,8 @@ extension Messenger {
             }
             if let refusal = try keystore.refusal(group: id, owner: owner.signingKey) {
                 switch refusal.reason {
-                case .untrusted where !trusted.contains(owner), .left:
-                    // Refused or left already, and said so: declined at this relay too, silently.
+                case .untrusted where !trusted.contains(owner):
+                    // Refused already, and said so: declined at this relay too, silently.
                     if declined < declinesPerRun {
                         declined += 1
                         try? await answerGroup(id, ownerKey: owner.signingKey, accept: false, on: connection)
@@ -155,8 +150,9 @@ extension Messenger {
     /// every relay it names. A record that is not taken is remembered as refused.
     ///
     /// A group this identity left is taken only when `joining` (`vault group join`): whatever
-    /// a relay lists, at whatever version and for whatever owner, a receive declines it, and
-    /// a failed join keeps it as left.
+    /// a relay lists, at whatever version and for whatever owner, a receive declines it here.
+    /// A refusal remembered of it never replaces the leave (the keystore keeps leaves), so a
+    /// failed join keeps it as left.
     static func take(_ id: [UInt8], version: UInt64, ownerKey: [UInt8]?, from connection: RelayConnection, keystore: Keystore,
                      identity: Identity, joining: Bool = false, report: inout ReceiveReport) async {
         if !joining, let left = try? keystore.leftGroup(id) {
@@ -177,7 +173,7 @@ extension Messenger {
                 for failure in await acceptEverywhere(record, identity: identity) { report.problems.append(failure.description) }
             } catch {
                 let owner = ownerKey ?? (try? GroupRecord(parsing: bytes))?.owner.signingKey
-                if let owner, !joining {
+                if let owner {
                     var reason = GroupRefusal.Reason.invalid
                     if case .untrustedDealer = error as? VaultError { reason = .untrusted }
                     _ = try? keystore.remember(GroupRefusal(group: id, owner: owner, version: version, reason: reason,

@@ -79,11 +79,7 @@ extension Keystore {
         try write { db in
             let known = try Bool.fetchOne(db, sql: "SELECT 1 FROM group_refused WHERE group_id = ? AND owner = ?",
                                           arguments: [Data(refusal.group), Data(refusal.owner)]) ?? false
-            try db.execute(sql: """
-                INSERT OR REPLACE INTO group_refused (group_id, owner, version, reason, relay_url, relay_card, refused_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [Data(refusal.group), Data(refusal.owner), Int64(clamping: refusal.version), refusal.reason.rawValue,
-                                 refusal.relayURL, Data(refusal.relayCard.encoded), Int64(Date().timeIntervalSince1970)])
+            try Self.store(db, refusal)
             // Only refusals are trimmed, never a leave: anyone who names this identity in
             // many groups could otherwise push a left group out and have it taken back.
             try db.execute(sql: """
@@ -111,11 +107,8 @@ extension Keystore {
         guard let first = record.relays.first else { throw .malformed(what: "the group record", detail: "it names no relay") }
         try write { db in
             try db.execute(sql: "DELETE FROM relay_group WHERE id = ?", arguments: [Data(record.id)])
-            try db.execute(sql: """
-                INSERT OR REPLACE INTO group_refused (group_id, owner, version, reason, relay_url, relay_card, refused_at)
-                VALUES (?, ?, ?, 'left', ?, ?, ?)
-                """, arguments: [Data(record.id), Data(record.owner.signingKey), Int64(clamping: record.version), first.url,
-                                 Data(first.card.encoded), Int64(Date().timeIntervalSince1970)])
+            try Self.store(db, GroupRefusal(group: record.id, owner: record.owner.signingKey, version: record.version, reason: .left,
+                                            relayURL: first.url, relayCard: first.card))
             for relay in record.relays {
                 try db.execute(sql: """
                     INSERT OR REPLACE INTO group_declines (group_id, owner, relay_name, relay_url, relay_card) VALUES (?, ?, ?, ?, ?)
@@ -166,6 +159,19 @@ extension Keystore {
             try db.execute(sql: "DELETE FROM group_refused WHERE group_id = ? AND owner = ?", arguments: [Data(group), Data(owner)])
             try db.execute(sql: "DELETE FROM group_declines WHERE group_id = ? AND owner = ?", arguments: [Data(group), Data(owner)])
         }
+    }
+
+    /// Stores `refusal` over any row of its group and owner, but a refusal never over a
+    /// leave: whatever a relay lists later, only a join (``forgetRefusal(group:owner:)``)
+    /// undoes a leave.
+    private static func store(_ db: Database, _ refusal: GroupRefusal) throws {
+        try db.execute(sql: """
+            INSERT INTO group_refused (group_id, owner, version, reason, relay_url, relay_card, refused_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (group_id, owner) DO UPDATE SET version = excluded.version, reason = excluded.reason, relay_url = excluded.relay_url,
+                relay_card = excluded.relay_card, refused_at = excluded.refused_at
+            WHERE group_refused.reason != 'left' OR excluded.reason = 'left'
+            """, arguments: [Data(refusal.group), Data(refusal.owner), Int64(clamping: refusal.version), refusal.reason.rawValue,
+                             refusal.relayURL, Data(refusal.relayCard.encoded), Int64(Date().timeIntervalSince1970)])
     }
 
     private static func refusal(_ row: Row) throws -> GroupRefusal {

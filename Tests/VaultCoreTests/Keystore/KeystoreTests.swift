@@ -206,6 +206,10 @@ import VaultTestSupport
         try keystore.remember(GroupRefusal(group: [UInt8](repeating: 8, count: 16), owner: [UInt8](repeating: 3, count: 32), version: 1,
                                            reason: .untrusted, relayURL: "http://127.0.0.1:1", relayCard: card))
         #expect(try keystore.leftGroup(left)?.version == 1)
+        // Nor does a refusal of the same group and owner replace the leave; a leave replaces a refusal.
+        try keystore.remember(GroupRefusal(group: left, owner: [UInt8](repeating: 2, count: 32), version: 5, reason: .untrusted,
+                                           relayURL: "http://127.0.0.1:1", relayCard: card))
+        #expect(try keystore.leftGroup(left)?.version == 1)
         let refusals = try keystore.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM group_refused WHERE reason != 'left'") }
         #expect(refusals == Keystore.maximumRefusals)
     }
