@@ -179,7 +179,8 @@ extension Relay {
         }
         let entries = listed.map { RelayAPI.MessageEntry(group: $0.group.hex, id: $0.id.hex, size: $0.size, expires: $0.expires) }
         let next = listed.count == limit ? listed.last?.cursor : nil
-        return answer(json: RelayAPI.Messages(messages: entries, next: next, last: listed.last?.cursor), nonce: caller.nonce)
+        let page = RelayAPI.Messages(messages: entries, next: next, last: listed.last?.cursor)
+        return answer(.ok, bytes: page.json, contentType: "application/json", nonce: caller.nonce)
     }
 
     /// `GET /v1/groups/{group}/messages/{message}`: the share, streamed from the store, for

@@ -11,13 +11,11 @@ import VaultCore
 /// promises").
 final class SQLiteRelayStore: RelayStore {
     let pool: DatabasePool
+    /// The request nonces, in a file of their own (`path` + `.nonces`).
+    let nonces: SQLiteNonces
 
     init(path: String) throws {
-        if !FileManager.default.fileExists(atPath: path) {
-            let fd = open(path, O_CREAT | O_EXCL | O_WRONLY, 0o600)
-            guard fd >= 0 else { throw RelayStartFailure("cannot create \(path): \(String(cString: strerror(errno)))") }
-            close(fd)
-        }
+        try Self.createPrivately(path)
         var configuration = Configuration()
         configuration.foreignKeysEnabled = true
         configuration.busyMode = .timeout(10)
@@ -67,7 +65,25 @@ final class SQLiteRelayStore: RelayStore {
                 """)
         }
         migrator.registerMigration("v4-open-internet", migrate: Self.openInternet)
+        migrator.registerMigration("v5-nonces-apart") { db in try db.execute(sql: "DROP TABLE nonces") }
+        nonces = try SQLiteNonces(path: path + ".nonces")
+        // The nonces of a store from before v5 move to their file first, so a restart onto
+        // this version still refuses the requests they name. Done again after a crash
+        // between the two steps: the copy ignores nonces already there.
+        try nonces.adopt(try pool.read { db in
+            try db.tableExists("nonces")
+                ? Row.fetchAll(db, sql: "SELECT nonce, expires FROM nonces").map { (nonce: $0[0] as Data, expires: $0[1] as Int64) }
+                : []
+        })
         try migrator.migrate(pool)
+    }
+
+    /// Makes `path` at mode 0600 when it does not exist; one that exists keeps its mode.
+    static func createPrivately(_ path: String) throws {
+        guard !FileManager.default.fileExists(atPath: path) else { return }
+        let fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw RelayStartFailure("cannot create \(path): \(String(cString: strerror(errno)))") }
+        close(fd)
     }
 
     /// Issue 37: members opt in to groups; operator policy (invited owners) and quotas kept
@@ -128,10 +144,7 @@ final class SQLiteRelayStore: RelayStore {
     }
 
     func remember(nonce: [UInt8], expires: UInt64) async throws -> Bool {
-        try await pool.write { db in
-            try db.cachedStatement(sql: "INSERT OR IGNORE INTO nonces (nonce, expires) VALUES (?, ?)").execute(arguments: [Data(nonce), Int64(expires)])
-            return db.changesCount == 1
-        }
+        try await nonces.remember(nonce, expires: expires)
     }
 
     func begin(message: NewMessage, quotas: Quotas, now: UInt64) async throws -> MessageBegin {
@@ -273,11 +286,11 @@ final class SQLiteRelayStore: RelayStore {
             try db.execute(sql: "DELETE FROM links WHERE expires <= ? OR (ready = 0 AND created < ?)",
                            arguments: [Int64(now), Int64(staleBefore)])
             deleted += db.changesCount
-            try db.execute(sql: "DELETE FROM nonces WHERE expires <= ?", arguments: [Int64(now)])
             try db.execute(sql: "DELETE FROM invites WHERE expires <= ? OR uses <= 0", arguments: [Int64(now)])
             try Self.recount(db)
             return deleted
         }
+        try await nonces.sweep(now: now)
         // Outside a transaction, as SQLite requires: overwrite the log's copies too.
         try await pool.writeWithoutTransaction { db in _ = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
         return deleted

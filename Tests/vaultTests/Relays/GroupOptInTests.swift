@@ -20,7 +20,7 @@ import VaultTestSupport
 
     /// Verified requests bob made to relay `i` (1-based): each spends a nonce row.
     func nonces(_ world: RelayWorld, _ i: Int) throws -> Int {
-        try world.database(i).read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM nonces") ?? 0 }
+        try world.nonceCount(i)
     }
 
     /// M2: 30 groups naming bob, from mallory. Before opt-in each of bob's receives fetched

@@ -518,11 +518,13 @@ extension RelayWorld {
 
     /// Rows in each table of relay `i`'s store (1-based).
     fileprivate func counts(_ i: Int) throws -> [String: Int] {
-        try database(i).read { db in
-            try Dictionary(uniqueKeysWithValues: ["nonces", "groups", "members", "messages", "recipients", "chunks"].map { table in
+        var counts = try database(i).read { db in
+            try Dictionary(uniqueKeysWithValues: ["groups", "members", "messages", "recipients", "chunks"].map { table in
                 (table, try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(table)") ?? -1)
             })
         }
+        counts["nonces"] = try nonceCount(i)
+        return counts
     }
 
     /// Each group's id and version on relay `i`.

@@ -59,6 +59,14 @@ final class RelayWorld {
 
     func database(_ i: Int) throws -> DatabaseQueue { try DatabaseQueue(path: directory.file("r\(i).db")) }
 
+    /// Relay `i`'s request nonces, kept in a file beside its store.
+    func nonceDatabase(_ i: Int) throws -> DatabaseQueue { try DatabaseQueue(path: directory.file("r\(i).db.nonces")) }
+
+    /// How many request nonces relay `i` keeps.
+    func nonceCount(_ i: Int) throws -> Int {
+        try nonceDatabase(i).read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM nonces") ?? -1 }
+    }
+
     /// The team's group id, in hex.
     func groupID() throws -> String {
         try alice.ok("group", "show", "team").split(separator: "\n").first { $0.hasPrefix("id") }
@@ -194,6 +202,53 @@ final class RelayWorld {
         let (second, secondResponse) = try await URLSession.shared.data(for: request)
         #expect((secondResponse as! HTTPURLResponse).statusCode == 401)
         #expect(String(decoding: second, as: UTF8.self).contains("\"code\":\"replayed\""))
+    }
+
+    /// Nonces are kept on disk, in a file of their own beside the store: a request made
+    /// again after the relay restarts is still refused. A store from before that file kept
+    /// them in a table of its own; a relay started on it moves them to the file first.
+    @Test func aReplayIsRefusedAcrossARestartAndFromAnOlderStore() async throws {
+        let world = try RelayWorld()
+        let identity = Identity.generate(label: try Label("mallory")).0
+        let card = try KeyCard(text: try cardOf(world.urls[0]))
+        func signed() -> URLRequest {
+            var request = URLRequest(url: URL(string: world.urls[0] + "/v1/groups")!)
+            for (name, value) in RequestSignature.headers(identity: identity, relay: card.signingKey, method: "GET", path: "/v1/groups",
+                                                          bodyHash: sha256([])) {
+                request.setValue(value, forHTTPHeaderField: name)
+            }
+            return request
+        }
+        func status(_ request: URLRequest) async throws -> Int {
+            (try await URLSession.shared.data(for: request).1 as! HTTPURLResponse).statusCode
+        }
+        let first = signed()
+        #expect(try await status(first) == 200)
+        try world.restart(1)
+        #expect(try await status(first) == 401, "served again after a restart")
+
+        // The store as a relay before the nonce file left it: the nonces in its own table.
+        let second = signed()
+        #expect(try await status(second) == 200)
+        _ = world.relays[0].stop(SIGTERM)
+        let kept = try await world.nonceDatabase(1).read { db in
+            try Row.fetchAll(db, sql: "SELECT nonce, expires FROM nonces").map { ($0[0] as Data, $0[1] as Int64) }
+        }
+        #expect(kept.count >= 2)
+        for suffix in ["", "-wal", "-shm"] { unlink(world.directory.file("r1.db.nonces") + suffix) }
+        try await world.database(1).write { db in
+            try db.execute(sql: "CREATE TABLE nonces (nonce BLOB PRIMARY KEY, expires INTEGER NOT NULL)")
+            for row in kept { try db.execute(sql: "INSERT INTO nonces (nonce, expires) VALUES (?, ?)", arguments: [row.0, row.1]) }
+            try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier = 'v5-nonces-apart'")
+        }
+        try world.restart(1)
+        #expect(try await status(first) == 401)
+        #expect(try await status(second) == 401, "a nonce of the older store was served again")
+        #expect(try world.nonceCount(1) == kept.count)
+        #expect(try await world.database(1).read { db in try !db.tableExists("nonces") })
+        var info = stat()
+        #expect(stat(world.directory.file("r1.db.nonces"), &info) == 0 && info.st_mode & 0o777 == 0o600)
+        #expect(try await status(signed()) == 200)
     }
 
     /// The relays lose alice's #1 to bob (as an UNLOGGED table does in a crash): bob

@@ -83,9 +83,9 @@ import VaultTestSupport
         /// Four lists asked at once, once the relay took them in: each request's nonce is
         /// stored as its signature checks out, just before it waits.
         func fourWaiting(_ target: String) throws -> [PendingAnswer] {
-            let nonces = try world.database(1).read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM nonces") ?? 0 }
+            let nonces = try world.nonceCount(1)
             let lists = try (0..<4).map { _ in try r1.ask(bob, target) }
-            for _ in 0..<100 where try world.database(1).read({ db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM nonces") ?? 0 }) < nonces + 4 {
+            for _ in 0..<100 where try world.nonceCount(1) < nonces + 4 {
                 Thread.sleep(forTimeInterval: 0.1)
             }
             Thread.sleep(forTimeInterval: 0.5)

@@ -1,0 +1,59 @@
+import Foundation
+import GRDB
+
+/// The request nonces of an SQLite relay, in a file of their own beside the store
+/// (`STORE.nonces`, mode 0600).
+///
+/// Every signed request writes one. In the store's own file that write changed the
+/// database under every reader: SQLite then empties a reading connection's page cache at
+/// its next read, so each list and fetch read its pages again from the file and the log, a
+/// tenth of the relay's CPU time for a list. Kept apart, a nonce changes nothing the
+/// readers cache, and its write no longer waits behind a message's upload on the store's
+/// one writer. Nonces are not secret and live minutes; they are still kept on disk, so a
+/// request is refused as a replay across a restart (Docs/RELAY.md, "SQLite").
+final class SQLiteNonces: Sendable {
+    private let queue: DatabaseQueue
+
+    /// Opens (or makes) `path`.
+    init(path: String) throws {
+        try SQLiteRelayStore.createPrivately(path)
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(10)
+        configuration.prepareDatabase { db in
+            // As the store: a commit does not wait for the disk, and a power cut can lose the
+            // last ones (requests within the window that could then be replayed once), never
+            // corrupt the file.
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+        }
+        // WAL, so a commit appends to the log instead of writing a journal and the file.
+        configuration.journalMode = .wal
+        queue = try DatabaseQueue(path: path, configuration: configuration)
+        try queue.write { db in
+            try db.execute(sql: "CREATE TABLE IF NOT EXISTS nonces (nonce BLOB PRIMARY KEY, expires INTEGER NOT NULL)")
+        }
+    }
+
+    /// Keeps `nonce` until `expires`; false when it is already kept (a replay).
+    func remember(_ nonce: [UInt8], expires: UInt64) async throws -> Bool {
+        try await queue.write { db in
+            try db.cachedStatement(sql: "INSERT OR IGNORE INTO nonces (nonce, expires) VALUES (?, ?)").execute(arguments: [Data(nonce), Int64(expires)])
+            return db.changesCount == 1
+        }
+    }
+
+    /// Keeps the nonces a store from before this file held (`v1-relay`'s table), before
+    /// the store's migration drops that table.
+    func adopt(_ rows: [(nonce: Data, expires: Int64)]) throws {
+        guard !rows.isEmpty else { return }
+        try queue.write { db in
+            for row in rows {
+                try db.execute(sql: "INSERT OR IGNORE INTO nonces (nonce, expires) VALUES (?, ?)", arguments: [row.nonce, row.expires])
+            }
+        }
+    }
+
+    /// Forgets nonces whose requests could no longer pass the clock window.
+    func sweep(now: UInt64) async throws {
+        try await queue.write { db in try db.execute(sql: "DELETE FROM nonces WHERE expires <= ?", arguments: [Int64(now)]) }
+    }
+}
