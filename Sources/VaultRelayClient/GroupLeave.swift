@@ -25,7 +25,7 @@ extension Messenger {
     }
 
     /// Asks each relay in `pending` to decline its group for this identity, all at once,
-    /// and forgets each that did (or that does not list the group to this identity at
+    /// and marks each that did as told (or that does not list the group to this identity at
     /// all). Returns the others, which are asked again at the next receive.
     static func tellRelays(_ pending: [PendingDecline], keystore: Keystore, identity: Identity) async -> [RelayError] {
         await withTaskGroup(of: (PendingDecline, RelayError?).self) { tasks in
@@ -57,19 +57,26 @@ extension Messenger {
     }
 
     /// Joins again a group this identity left, named by its id or the first 4 or more hex
-    /// digits of it: its record is fetched from the first relay it named and taken (from a
-    /// trusted owner, naming this identity, as at first), and accepted on every relay it
-    /// names. Returns what the taking said, as a receive would; a join that fails leaves
-    /// the group as left.
+    /// digits of it: its record is fetched from a relay it named, and taken (from a trusted
+    /// owner, naming this identity, as at first) and accepted on every relay it names. The
+    /// relays are asked one at a time, the first the record named first, until one gives a
+    /// record that is taken: one that is down, or that serves a record that is not taken,
+    /// does not stop the join. Returns what the taking said, as a receive would, with what
+    /// each relay asked before said; a join that fails leaves the group as left.
     public static func join(_ name: String, keystore: Keystore, identity: Identity) async throws -> ReceiveReport {
         let prefix = name.lowercased()
         let matches = try keystore.leftGroups().filter { prefix.count >= 4 && $0.group.hex.hasPrefix(prefix) }
         guard let left = matches.first else { throw VaultError.unknownGroup(name) }
         guard matches.count == 1 else { throw VaultError.ambiguousGroup(name) }
+        let relays = try keystore.relays(ofLeftGroup: left.group)
+        let first = relays.first { $0.card == left.relayCard }.map { RelayConnection($0, identity: identity) }
+            ?? RelayConnection(name: left.relayURL, url: left.relayURL, card: left.relayCard, identity: identity)
         var report = ReceiveReport()
-        let connection = RelayConnection(name: left.relayURL, url: left.relayURL, card: left.relayCard, identity: identity)
-        await take(left.group, version: left.version, ownerKey: left.owner, from: connection, keystore: keystore, identity: identity,
-                   joining: true, report: &report)
+        for connection in [first] + relays.filter({ $0.card != left.relayCard }).map({ RelayConnection($0, identity: identity) }) {
+            await take(left.group, version: left.version, ownerKey: left.owner, from: connection, keystore: keystore, identity: identity,
+                       joining: true, report: &report)
+            if try keystore.leftGroup(left.group) == nil { break }
+        }
         return report
     }
 }

@@ -496,6 +496,11 @@ enum KeystoreSchema {
                 ) WITHOUT ROWID;
                 """)
         }
+        // A relay told of a leave is marked, not forgotten: `vault group join` asks the
+        // group's other relays for its record when the first cannot be reached.
+        migrator.registerMigration("v19-left-group-relays") { db in
+            try db.execute(sql: "ALTER TABLE group_declines ADD COLUMN told INTEGER NOT NULL DEFAULT 0 CHECK (told IN (0, 1))")
+        }
         return migrator
     }
 

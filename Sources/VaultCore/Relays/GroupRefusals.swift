@@ -120,20 +120,23 @@ extension Keystore {
     /// The relays of groups this identity left that have not been told yet.
     public func pendingDeclines() throws(VaultError) -> [PendingDecline] {
         try read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM group_declines ORDER BY group_id, relay_url").map { row throws -> PendingDecline in
-                guard let card = try? KeyCard(encoded: [UInt8](row["relay_card"] as Data)), let name = try? Label(row["relay_name"] as String) else {
-                    throw VaultError.keystoreCorrupt("a left group's relay row is invalid")
-                }
-                return PendingDecline(group: [UInt8](row["group_id"] as Data), owner: [UInt8](row["owner"] as Data),
-                                      relay: GroupRecord.Relay(name: name, url: row["relay_url"], card: card))
-            }
+            try Row.fetchAll(db, sql: "SELECT * FROM group_declines WHERE told = 0 ORDER BY group_id, relay_url").map(Self.decline)
         }
     }
 
     /// `relay` was told: it declines `group` for this identity now.
     public func declined(group: [UInt8], at relay: KeyCard) throws(VaultError) {
         try write { db in
-            try db.execute(sql: "DELETE FROM group_declines WHERE group_id = ? AND relay_card = ?", arguments: [Data(group), Data(relay.encoded)])
+            try db.execute(sql: "UPDATE group_declines SET told = 1 WHERE group_id = ? AND relay_card = ?", arguments: [Data(group), Data(relay.encoded)])
+        }
+    }
+
+    /// Every relay of left group `id` as its record named them when it was left, told or
+    /// not, by name (empty for a group left before v19 whose relays were all told).
+    public func relays(ofLeftGroup id: [UInt8]) throws(VaultError) -> [GroupRecord.Relay] {
+        try read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM group_declines WHERE group_id = ? ORDER BY relay_name", arguments: [Data(id)])
+                .map(Self.decline).map(\.relay)
         }
     }
 
@@ -172,6 +175,14 @@ extension Keystore {
             WHERE group_refused.reason != 'left' OR excluded.reason = 'left'
             """, arguments: [Data(refusal.group), Data(refusal.owner), Int64(clamping: refusal.version), refusal.reason.rawValue,
                              refusal.relayURL, Data(refusal.relayCard.encoded), Int64(Date().timeIntervalSince1970)])
+    }
+
+    private static func decline(_ row: Row) throws -> PendingDecline {
+        guard let card = try? KeyCard(encoded: [UInt8](row["relay_card"] as Data)), let name = try? Label(row["relay_name"] as String) else {
+            throw VaultError.keystoreCorrupt("a left group's relay row is invalid")
+        }
+        return PendingDecline(group: [UInt8](row["group_id"] as Data), owner: [UInt8](row["owner"] as Data),
+                              relay: GroupRecord.Relay(name: name, url: row["relay_url"], card: card))
     }
 
     private static func refusal(_ row: Row) throws -> GroupRefusal {

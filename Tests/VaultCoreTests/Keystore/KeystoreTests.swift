@@ -174,7 +174,7 @@ import VaultTestSupport
                     PRIMARY KEY (group_id, owner)
                 ) WITHOUT ROWID;
                 CREATE INDEX group_refused_by_owner ON group_refused(owner);
-                DELETE FROM grdb_migrations WHERE identifier = 'v18-group-leave';
+                DELETE FROM grdb_migrations WHERE identifier IN ('v18-group-leave', 'v19-left-group-relays');
                 """)
         }
         try keystore.remember(GroupRefusal(group: group, owner: owner, version: 3, reason: .untrusted, relayURL: "http://127.0.0.1:1",
@@ -187,6 +187,36 @@ import VaultTestSupport
         try migrated.write { db in try db.execute(sql: "UPDATE group_refused SET reason = 'left'") }
         #expect(try migrated.leftGroups().map(\.group) == [group])
         #expect(try migrated.pendingDeclines().isEmpty)
+    }
+
+    /// v19 keeps the relays of a left group once told (`told`), so that a join can ask
+    /// another when the first is down: the relays of a keystore from before are all still
+    /// to be told, and stay known once told.
+    @Test func aLeftGroupKeepsItsRelaysOnceTold() throws {
+        let keystore = try Keystore.create(home: home, label: Label("alice"), passphrase: nil)
+        let group = [UInt8](repeating: 1, count: 16), owner = [UInt8](repeating: 2, count: 32)
+        let card = try KeyCard(text: KeyCardTests.vectorText)
+        // Back to v18's table, with one relay still to be told.
+        try keystore.write { db in
+            try db.execute(sql: """
+                DROP TABLE group_declines;
+                CREATE TABLE group_declines (
+                    group_id BLOB NOT NULL CHECK (length(group_id) = 16), owner BLOB NOT NULL CHECK (length(owner) = 32),
+                    relay_name TEXT NOT NULL, relay_url TEXT NOT NULL, relay_card BLOB NOT NULL CHECK (length(relay_card) = 65),
+                    PRIMARY KEY (group_id, relay_card)
+                ) WITHOUT ROWID;
+                DELETE FROM grdb_migrations WHERE identifier = 'v19-left-group-relays';
+                """)
+            try db.execute(sql: "INSERT INTO group_declines VALUES (?, ?, 'r2', 'http://127.0.0.1:2', ?)",
+                           arguments: [Data(group), Data(owner), Data(card.encoded)])
+        }
+        let migrated = try Keystore.open(home: home)
+        #expect(try migrated.pendingDeclines().map(\.relay.name.value) == ["r2"])
+        try migrated.declined(group: group, at: card)
+        #expect(try migrated.pendingDeclines().isEmpty)
+        #expect(try migrated.relays(ofLeftGroup: group).map(\.url) == ["http://127.0.0.1:2"])
+        try migrated.forgetRefusal(group: group, owner: owner)
+        #expect(try migrated.relays(ofLeftGroup: group).isEmpty)
     }
 
     /// Refusals are kept to the newest 10,000; a leave is never trimmed with them, or anyone

@@ -126,10 +126,17 @@ import VaultTestSupport
         }
         #expect(try world.bob.ok("group", "list").isEmpty)
 
+        // The first relay the record named is down: the join asks the next.
+        #expect(world.relays[0].stop(SIGTERM) == 0)
         let joined = try world.bob.vault.run(["group", "join", String(group.prefix(8))])
         #expect(joined.status == 0 && joined.stderr.contains("joined group 'team' again"), "\(joined.stderr)")
+        #expect(joined.stderr.contains("vault: warning: relay r1: "), "\(joined.stderr)")
+        #expect(!joined.stderr.contains("http://"), "relays are named as the record names them: \(joined.stderr)")
         let received = try world.bob.vault.run(["receive", "--group", "team"])
         #expect(received.stdout == "sent after bob left", "\(received.stderr)")
+        try world.restart(1)
+        _ = try world.bob.ok("receive")
+        #expect(try OwnRelay(world, 1).get(as: bob, "/v1/groups").text.contains(group), "r1 was not accepted at once it was back")
         #expect(try world.bob.ok("group", "list", "--left").isEmpty)
         let again = try world.bob.vault.run(["group", "join", String(group.prefix(8))])
         #expect(again.status != 0 && again.stderr.hasPrefix("vault: error: no group matches"), "\(again.stderr)")
