@@ -141,7 +141,7 @@ let package = Package(
             path: "Examples/AccountBook/Synced", swiftSettings: strict
         ),
 
-        .target(name: "VaultTestSupport", dependencies: ["VaultCore", "CSodium"], swiftSettings: strict),
+        .target(name: "VaultTestSupport", dependencies: ["VaultCore", "CSodium", "CVaultProcess"], swiftSettings: strict),
         // Vectors are read from the source tree (#filePath), not bundled.
         .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultTestSupport"], exclude: ["Threshold/Vectors"],
                     swiftSettings: strict),

@@ -1,3 +1,4 @@
+import CVaultProcess
 import Foundation
 
 /// What a finished child process left behind.
@@ -59,6 +60,15 @@ public enum ProcessRunner {
         _ executable: String, _ arguments: [String], actions: inout posix_spawn_file_actions_t,
         environment: [String: String]?
     ) throws -> pid_t {
+        // The child gets 0, 1 and 2 and nothing else of this process: not the sockets and
+        // files other tests hold open (a browser driver once got descriptors above 1023,
+        // which select() cannot take), nor another child's pipe, whose end it would keep
+        // open past that child's exit.
+        let closing = vault_spawn_close_from(&actions, 3)
+        guard closing == 0 else {
+            throw NSError(domain: "ProcessRunner", code: Int(closing),
+                          userInfo: [NSLocalizedDescriptionKey: "cannot run \(executable): \(String(cString: strerror(closing)))"])
+        }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -123,7 +133,8 @@ struct Pipe {
         guard pipe(&fds) == 0 else {
             throw NSError(domain: "ProcessRunner", code: Int(errno))
         }
-        // Close-on-exec, so a child gets only the ends dup2'ed onto 0, 1 and 2.
+        // Close-on-exec, so a child gets only the ends dup2'ed onto 0, 1 and 2 (`spawn`
+        // closes the rest in the child in any case, should another thread spawn in between).
         for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         return Pipe(read: fds[0], write: fds[1])
     }
