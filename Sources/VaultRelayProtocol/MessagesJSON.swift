@@ -6,7 +6,7 @@ extension RelayAPI.Messages {
     /// absent cursors left out), written directly. A relay answers every poll with a page of
     /// these, and the encoder's generic containers took a tenth of the relay's CPU time for
     /// a page of 20. A string that would need escaping, which a hex id never does, is left
-    /// to `JSONEncoder`, so the two never differ (`RelayFindingsTests`).
+    /// to `JSONEncoder`, so the two never differ (`MessagesJSONTests`).
     public var json: [UInt8] {
         guard messages.allSatisfy({ Self.isPlain($0.group) && Self.isPlain($0.id) }) else { return encodedByFoundation }
         var out: [UInt8] = []

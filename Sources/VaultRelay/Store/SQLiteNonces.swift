@@ -14,9 +14,9 @@ import GRDB
 final class SQLiteNonces: Sendable {
     private let queue: DatabaseQueue
 
-    /// Opens (or makes) `path`.
-    init(path: String) throws {
-        try SQLiteRelayStore.createPrivately(path)
+    /// Opens (or makes, owned as `store` is) `path`.
+    init(path: String, ownedLike store: String) throws {
+        try SQLiteRelayStore.createPrivately(path, ownedLike: store)
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         configuration.prepareDatabase { db in
@@ -27,9 +27,13 @@ final class SQLiteNonces: Sendable {
         }
         // WAL, so a commit appends to the log instead of writing a journal and the file.
         configuration.journalMode = .wal
-        queue = try DatabaseQueue(path: path, configuration: configuration)
-        try queue.write { db in
-            try db.execute(sql: "CREATE TABLE IF NOT EXISTS nonces (nonce BLOB PRIMARY KEY, expires INTEGER NOT NULL)")
+        do {
+            queue = try DatabaseQueue(path: path, configuration: configuration)
+            try queue.write { db in
+                try db.execute(sql: "CREATE TABLE IF NOT EXISTS nonces (nonce BLOB PRIMARY KEY, expires INTEGER NOT NULL)")
+            }
+        } catch let error as DatabaseError {
+            throw RelayStartFailure("cannot open \(path): \(error.message ?? "SQLite error \(error.resultCode.rawValue)")")
         }
     }
 
@@ -41,8 +45,7 @@ final class SQLiteNonces: Sendable {
         }
     }
 
-    /// Keeps the nonces a store from before this file held (`v1-relay`'s table), before
-    /// the store's migration drops that table.
+    /// Keeps the nonces a store from before this file held (`v1-relay`'s table).
     func adopt(_ rows: [(nonce: Data, expires: Int64)]) throws {
         guard !rows.isEmpty else { return }
         try queue.write { db in

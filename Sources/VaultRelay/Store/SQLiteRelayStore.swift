@@ -65,25 +65,39 @@ final class SQLiteRelayStore: RelayStore {
                 """)
         }
         migrator.registerMigration("v4-open-internet", migrate: Self.openInternet)
-        migrator.registerMigration("v5-nonces-apart") { db in try db.execute(sql: "DROP TABLE nonces") }
-        nonces = try SQLiteNonces(path: path + ".nonces")
-        // The nonces of a store from before v5 move to their file first, so a restart onto
-        // this version still refuses the requests they name. Done again after a crash
-        // between the two steps: the copy ignores nonces already there.
-        try nonces.adopt(try pool.read { db in
-            try db.tableExists("nonces")
-                ? Row.fetchAll(db, sql: "SELECT nonce, expires FROM nonces").map { (nonce: $0[0] as Data, expires: $0[1] as Int64) }
-                : []
-        })
         try migrator.migrate(pool)
+        nonces = try SQLiteNonces(path: path + ".nonces", ownedLike: path)
+        // The nonces a relay from before the nonce file wrote to `v1-relay`'s table are kept
+        // in the file too, at every start, so a restart onto this version still refuses the
+        // requests they name. The table is left in place, and emptied only by the sweep as
+        // its nonces expire: an older relay still running on this file (during an upgrade,
+        // while `vault relay invite` of the new version opens it) or started on it again (a
+        // rollback) goes on writing and reading it.
+        try nonces.adopt(try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT nonce, expires FROM nonces").map { (nonce: $0[0] as Data, expires: $0[1] as Int64) }
+        })
     }
 
-    /// Makes `path` at mode 0600 when it does not exist; one that exists keeps its mode.
-    static func createPrivately(_ path: String) throws {
-        guard !FileManager.default.fileExists(atPath: path) else { return }
+    /// Makes `path` at mode 0600 when it does not exist (one that exists keeps its mode),
+    /// owned as `like` is when given and it exists: a new file made by root beside a store
+    /// the relay's own user owns (`vault relay invite` run as root after an upgrade) must
+    /// still open for that user.
+    static func createPrivately(_ path: String, ownedLike like: String? = nil) throws {
         let fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw RelayStartFailure("cannot create \(path): \(String(cString: strerror(errno)))") }
-        close(fd)
+        guard fd >= 0 else {
+            // Made meanwhile by another process starting on the same store: as good.
+            if errno == EEXIST { return }
+            throw RelayStartFailure("cannot create \(path): \(String(cString: strerror(errno)))")
+        }
+        defer { close(fd) }
+        var owner = stat()
+        if let like, stat(like, &owner) == 0, owner.st_uid != geteuid() || owner.st_gid != getegid() {
+            guard fchown(fd, owner.st_uid, owner.st_gid) == 0 else {
+                let reason = String(cString: strerror(errno))
+                unlink(path)
+                throw RelayStartFailure("cannot give \(path) the owner of \(like): \(reason)")
+            }
+        }
     }
 
     /// Issue 37: members opt in to groups; operator policy (invited owners) and quotas kept
@@ -287,12 +301,16 @@ final class SQLiteRelayStore: RelayStore {
                            arguments: [Int64(now), Int64(staleBefore)])
             deleted += db.changesCount
             try db.execute(sql: "DELETE FROM invites WHERE expires <= ? OR uses <= 0", arguments: [Int64(now)])
+            // The table of relays from before the nonce file (see `init`).
+            try db.execute(sql: "DELETE FROM nonces WHERE expires <= ?", arguments: [Int64(now)])
             try Self.recount(db)
             return deleted
         }
-        try await nonces.sweep(now: now)
         // Outside a transaction, as SQLite requires: overwrite the log's copies too.
         try await pool.writeWithoutTransaction { db in _ = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+        // After the checkpoint, so a nonce file that fails cannot keep deleted shares in the
+        // store's log.
+        try await nonces.sweep(now: now)
         return deleted
     }
 
