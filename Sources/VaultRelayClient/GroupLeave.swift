@@ -58,7 +58,9 @@ extension Messenger {
 
     /// Joins again a group this identity left, named by its id or the first 4 or more hex
     /// digits of it: its record is fetched from a relay it named, and taken (from a trusted
-    /// owner, naming this identity, as at first) and accepted on every relay it names. The
+    /// owner, naming this identity, at the version left or later) and accepted on every
+    /// relay it names; one that cannot be reached then is a warning, and declines the group
+    /// for this identity until the member's next send through it accepts it there. The
     /// relays are asked one at a time, the first the record named first, until one gives a
     /// record that is taken: one that is down, or that serves a record that is not taken,
     /// does not stop the join. Returns what the taking said, as a receive would, with what
@@ -68,7 +70,7 @@ extension Messenger {
         let matches = try keystore.leftGroups().filter { prefix.count >= 4 && $0.group.hex.hasPrefix(prefix) }
         guard let left = matches.first else { throw VaultError.unknownGroup(name) }
         guard matches.count == 1 else { throw VaultError.ambiguousGroup(name) }
-        let relays = try keystore.relays(ofLeftGroup: left.group)
+        let relays = try keystore.relays(ofLeftGroup: left.group, owner: left.owner)
         let first = relays.first { $0.card == left.relayCard }.map { RelayConnection($0, identity: identity) }
             ?? RelayConnection(name: left.relayURL, url: left.relayURL, card: left.relayCard, identity: identity)
         var report = ReceiveReport()

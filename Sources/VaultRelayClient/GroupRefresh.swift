@@ -54,23 +54,13 @@ extension Messenger {
         }
     }
 
-    /// The groups accepted at this relay: a newer version of one is fetched and taken, and a
-    /// group kept here that it does not list is accepted there.
+    /// The groups accepted at this relay: a newer version of one is fetched and taken.
     private static func refreshAccepted(_ connection: RelayConnection, keystore: Keystore, identity: Identity,
                                         report: inout ReceiveReport) async throws {
         let (status, body) = try await connection.send(.GET, "/v1/groups")
         guard status == 200 else { throw RelayConnection.failure(relay: connection.name, status: status, body: body) }
         let list = try JSONDecoder().decode(RelayAPI.Groups.self, from: Data(body))
         let trusted = Set(try keystore.peers().map(\.card.signingKey) + [identity.card.signingKey])
-        // A group kept here, of this relay, that it does not list as accepted: the relay was
-        // out of reach when the group was taken or joined again. One joined again after a
-        // leave is not even listed as an invitation there (the leave declined it), so nothing
-        // else would accept it. Accepted now, silently; a refusal is asked again next run.
-        let listed = Set(list.groups.prefix(1000).compactMap { [UInt8](hexID: $0.id) })
-        for group in try keystore.groups() where group.owner != identity.card && !listed.contains(group.id)
-            && group.relays.contains(where: { $0.card == connection.card }) {
-            try? await answerGroup(group.id, ownerKey: group.owner.signingKey, accept: true, on: connection)
-        }
         for entry in list.groups.prefix(1000) {
             guard let id = [UInt8](hexID: entry.id) else { continue }
             let known = try keystore.group(id: id)
@@ -175,6 +165,11 @@ extension Messenger {
             do {
                 let record = try GroupRecord(parsing: bytes)
                 guard record.id == id else { throw VaultError.malformed(what: "the group record", detail: "it is for another group") }
+                // A join takes nothing older than the version left: the keystore forgot the
+                // group at the leave, so nothing else stops a relay from rolling it back.
+                guard !joining || record.version >= version else {
+                    throw VaultError.malformed(what: "the group record", detail: "it is older than the version you left (\(record.version) < \(version))")
+                }
                 guard ownerKey.map({ $0 == record.owner.signingKey }) ?? true else {
                     throw VaultError.malformed(what: "the group record", detail: "its owner is not the one the relay listed")
                 }

@@ -131,12 +131,12 @@ extension Keystore {
         }
     }
 
-    /// Every relay of left group `id` as its record named them when it was left, told or
-    /// not, by name (empty for a group left before v19 whose relays were all told).
-    public func relays(ofLeftGroup id: [UInt8]) throws(VaultError) -> [GroupRecord.Relay] {
+    /// Every relay of left group `id` from `owner` as its record named them when it was left,
+    /// told or not, by name (empty for a group left before v19 whose relays were all told).
+    public func relays(ofLeftGroup id: [UInt8], owner: [UInt8]) throws(VaultError) -> [GroupRecord.Relay] {
         try read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM group_declines WHERE group_id = ? ORDER BY relay_name", arguments: [Data(id)])
-                .map(Self.decline).map(\.relay)
+            try Row.fetchAll(db, sql: "SELECT * FROM group_declines WHERE group_id = ? AND owner = ? ORDER BY relay_name",
+                             arguments: [Data(id), Data(owner)]).map(Self.decline).map(\.relay)
         }
     }
 

@@ -214,9 +214,10 @@ import VaultTestSupport
         #expect(try migrated.pendingDeclines().map(\.relay.name.value) == ["r2"])
         try migrated.declined(group: group, at: card)
         #expect(try migrated.pendingDeclines().isEmpty)
-        #expect(try migrated.relays(ofLeftGroup: group).map(\.url) == ["http://127.0.0.1:2"])
+        #expect(try migrated.relays(ofLeftGroup: group, owner: owner).map(\.url) == ["http://127.0.0.1:2"])
+        #expect(try migrated.relays(ofLeftGroup: group, owner: [UInt8](repeating: 3, count: 32)).isEmpty)
         try migrated.forgetRefusal(group: group, owner: owner)
-        #expect(try migrated.relays(ofLeftGroup: group).isEmpty)
+        #expect(try migrated.relays(ofLeftGroup: group, owner: owner).isEmpty)
     }
 
     /// Refusals are kept to the newest 10,000; a leave is never trimmed with them, or anyone
