@@ -13,6 +13,8 @@ import GRDB
 /// request is refused as a replay across a restart (Docs/RELAY.md, "SQLite").
 final class SQLiteNonces: Sendable {
     private let queue: DatabaseQueue
+    /// Keeps a nonce unless it is kept already.
+    private static let insert = "INSERT OR IGNORE INTO nonces (nonce, expires) VALUES (?, ?)"
 
     /// Opens (or makes, owned as `store` is) `path`.
     init(path: String, ownedLike store: String) throws {
@@ -40,7 +42,7 @@ final class SQLiteNonces: Sendable {
     /// Keeps `nonce` until `expires`; false when it is already kept (a replay).
     func remember(_ nonce: [UInt8], expires: UInt64) async throws -> Bool {
         try await queue.write { db in
-            try db.cachedStatement(sql: "INSERT OR IGNORE INTO nonces (nonce, expires) VALUES (?, ?)").execute(arguments: [Data(nonce), Int64(expires)])
+            try db.cachedStatement(sql: Self.insert).execute(arguments: [Data(nonce), Int64(expires)])
             return db.changesCount == 1
         }
     }
@@ -49,9 +51,7 @@ final class SQLiteNonces: Sendable {
     func adopt(_ rows: [(nonce: Data, expires: Int64)]) throws {
         guard !rows.isEmpty else { return }
         try queue.write { db in
-            for row in rows {
-                try db.execute(sql: "INSERT OR IGNORE INTO nonces (nonce, expires) VALUES (?, ?)", arguments: [row.nonce, row.expires])
-            }
+            for row in rows { try db.cachedStatement(sql: Self.insert).execute(arguments: [row.nonce, row.expires]) }
         }
     }
 
