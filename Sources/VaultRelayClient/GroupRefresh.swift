@@ -24,9 +24,13 @@ extension Messenger {
     /// identity accepted there (newer versions are taken) and for its invitations (taken
     /// from trusted owners, declined from others).
     static func refreshGroups(keystore: Keystore, identity: Identity, report: inout ReceiveReport) async {
-        // Relays of groups left that were not told yet (out of reach at `vault group leave`):
-        // asked again, silently; those still out of reach are asked at the next run.
-        _ = await tellRelays((try? keystore.pendingDeclines()) ?? [], keystore: keystore, identity: identity)
+        // Relays of groups left that were not told yet (out of reach at `vault group leave`),
+        // and relays of kept groups that could not take their acceptance (out of reach when
+        // the group was taken or joined again): asked again, silently, beside the rest, so a
+        // relay that stalls delays this run by its own timeout at most, not by the sum of
+        // them all; those still out of reach are asked at the next run.
+        async let told = tellRelays((try? keystore.pendingDeclines()) ?? [], keystore: keystore, identity: identity)
+        async let accepted = acceptAgain((try? keystore.pendingAccepts()) ?? [], keystore: keystore, identity: identity)
         var connections: [String: RelayConnection] = [:]
         for relay in (try? keystore.pinnedRelays()) ?? [] {
             connections[relay.card.fingerprint] = RelayConnection(name: relay.label.value, url: relay.url, card: relay.card, identity: identity)
@@ -52,6 +56,8 @@ extension Messenger {
                 report.problems.append(VaultError.words(for: error))
             }
         }
+        // Awaited, not left to the scope's end, which would cancel them.
+        _ = await (told, accepted)
     }
 
     /// The groups accepted at this relay: a newer version of one is fetched and taken.
@@ -175,7 +181,9 @@ extension Messenger {
                 }
                 if try keystore.accept(group: record) { report.groups.append(record.name) }
                 try keystore.forgetRefusal(group: id, owner: record.owner.signingKey)
-                for failure in await acceptEverywhere(record, identity: identity) { report.problems.append(failure.description) }
+                for failure in await acceptEverywhere(record, keystore: keystore, identity: identity) {
+                    report.problems.append(failure.description)
+                }
             } catch {
                 let owner = ownerKey ?? (try? GroupRecord(parsing: bytes))?.owner.signingKey
                 if let owner {
@@ -195,13 +203,49 @@ extension Messenger {
     }
 
     /// Accepts `record` on every relay it names, all at once (the owner's own record is its
-    /// acceptance, so the owner needs none). Returns the relays that could not take it; the
-    /// next run accepts there, as it lists the group as an invitation still.
-    static func acceptEverywhere(_ record: GroupRecord, identity: Identity) async -> [RelayError] {
+    /// acceptance, so the owner needs none). Returns the relays that could not take it; each
+    /// is remembered, and asked again at every receive until it takes it (``acceptAgain``).
+    static func acceptEverywhere(_ record: GroupRecord, keystore: Keystore, identity: Identity) async -> [RelayError] {
         guard record.owner != identity.card else { return [] }
-        return await everyRelay(of: record, identity: identity) { connection in
+        let failures = await everyRelay(of: record, identity: identity) { connection in
             try await answerGroup(record.id, ownerKey: record.owner.signingKey, accept: true, on: connection)
         }
+        let failed = Set(failures.filter { !acceptIsMoot($0) }.map(\.relay))
+        try? keystore.remember(accepting: record.id, at: record.relays.filter { failed.contains($0.name.value) }.map(\.card))
+        return failures
+    }
+
+    /// Asks each relay in `pending` again to accept its group for this identity, all at
+    /// once, from an owner this identity still trusts (or is). Each that takes it, or has
+    /// nothing of it to accept, is done with; the others are asked at the next receive.
+    static func acceptAgain(_ pending: [PendingAccept], keystore: Keystore, identity: Identity) async {
+        let trusted = Set(((try? keystore.peers()) ?? []).map(\.card) + [identity.card])
+        await withTaskGroup(of: PendingAccept?.self) { tasks in
+            for accept in pending where trusted.contains(accept.record.owner) {
+                tasks.addTask {
+                    do {
+                        try await answerGroup(accept.record.id, ownerKey: accept.record.owner.signingKey, accept: true,
+                                              on: RelayConnection(accept.relay, identity: identity))
+                        return accept
+                    } catch let error as RelayError {
+                        return acceptIsMoot(error) ? accept : nil
+                    } catch {
+                        return nil
+                    }
+                }
+            }
+            for await done in tasks {
+                if let done { try? keystore.accepted(group: done.record.id, at: done.relay.card) }
+            }
+        }
+    }
+
+    /// A relay that does not have the group, has a version that does not name this identity,
+    /// or has it from another owner has nothing to accept. Should the owner publish a version
+    /// there that names this identity, the relay lists it as an invitation, which any receive
+    /// answers.
+    private static func acceptIsMoot(_ error: RelayError) -> Bool {
+        ["unknown_group", "not_a_member", "other_owner"].contains(error.code)
     }
 
     /// `POST /v1/groups/{id}/accept` or `…/decline`, for the owner this identity means.

@@ -501,6 +501,17 @@ enum KeystoreSchema {
         migrator.registerMigration("v19-left-group-relays") { db in
             try db.execute(sql: "ALTER TABLE group_declines ADD COLUMN told INTEGER NOT NULL DEFAULT 0 CHECK (told IN (0, 1))")
         }
+        // The relays of a kept group that could not be told of its acceptance (down at the
+        // take or the join), asked again at every receive (GroupAccepts.swift).
+        migrator.registerMigration("v20-group-accepts") { db in
+            try db.execute(sql: """
+                CREATE TABLE group_accepts (
+                    group_id BLOB NOT NULL CHECK (length(group_id) = 16),
+                    relay_card BLOB NOT NULL CHECK (length(relay_card) = 65),
+                    PRIMARY KEY (group_id, relay_card)
+                ) WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 

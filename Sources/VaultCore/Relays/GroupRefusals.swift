@@ -107,6 +107,7 @@ extension Keystore {
         guard let first = record.relays.first else { throw .malformed(what: "the group record", detail: "it names no relay") }
         try write { db in
             try db.execute(sql: "DELETE FROM relay_group WHERE id = ?", arguments: [Data(record.id)])
+            try db.execute(sql: "DELETE FROM group_accepts WHERE group_id = ?", arguments: [Data(record.id)])
             try Self.store(db, GroupRefusal(group: record.id, owner: record.owner.signingKey, version: record.version, reason: .left,
                                             relayURL: first.url, relayCard: first.card))
             for relay in record.relays {

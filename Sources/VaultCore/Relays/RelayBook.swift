@@ -111,6 +111,7 @@ extension Keystore {
     public func forget(group id: [UInt8]) throws(VaultError) {
         try write { db in
             try db.execute(sql: "DELETE FROM relay_group WHERE id = ?", arguments: [Data(id)])
+            try db.execute(sql: "DELETE FROM group_accepts WHERE group_id = ?", arguments: [Data(id)])
         }
     }
 

@@ -220,6 +220,40 @@ import VaultTestSupport
         #expect(try migrated.relays(ofLeftGroup: group, owner: owner).isEmpty)
     }
 
+    /// v20 keeps the relays that could not take a group's acceptance. A row is given out
+    /// only while its group is kept and the kept record names its relay; any other is
+    /// dropped as it is read, and leaving the group drops them all.
+    @Test func acceptancesStillToMakeFollowTheKeptGroup() throws {
+        let keystore = try Keystore.create(home: home, label: Label("alice"), passphrase: nil)
+        let alice = try keystore.unlock(passphrase: nil)
+        let relays = try (0..<3).map { i in
+            GroupRecord.Relay(name: try Label("r\(i)"), url: "http://127.0.0.1:\(7790 + i)",
+                              card: Identity.generate(label: try Label("r"), random: SecureRandom()).0.card)
+        }
+        func record(version: UInt64, relays: [GroupRecord.Relay]) throws -> GroupRecord {
+            try GroupRecord(id: [UInt8](repeating: 5, count: 16), version: version, name: Label("team"), owner: alice.card,
+                            relays: relays, members: [GroupRecord.Member(label: alice.label, card: alice.card)], signer: alice)
+        }
+        try keystore.accept(group: try record(version: 1, relays: relays))
+        let group = [UInt8](repeating: 5, count: 16), stranger = [UInt8](repeating: 6, count: 16)
+        try keystore.remember(accepting: group, at: [relays[0].card, relays[2].card, relays[2].card])
+        try keystore.remember(accepting: stranger, at: [relays[1].card])
+        #expect(Set(try keystore.pendingAccepts().map(\.relay.name.value)) == ["r0", "r2"])
+        #expect(try keystore.pendingAccepts().count == 2)
+        #expect(try keystore.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM group_accepts WHERE group_id = ?", arguments: [Data(stranger)]) } == 0)
+
+        // Version 2 drops r0: its row goes; r2 stays, with the record as kept now.
+        try keystore.accept(group: try record(version: 2, relays: Array(relays[1...])))
+        let pending = try keystore.pendingAccepts()
+        #expect(pending.map(\.relay.name.value) == ["r2"] && pending.map(\.record.version) == [2])
+        try keystore.accepted(group: group, at: relays[2].card)
+        #expect(try keystore.pendingAccepts().isEmpty)
+
+        try keystore.remember(accepting: group, at: [relays[1].card])
+        try keystore.leave(group: try #require(try keystore.group(id: group)))
+        #expect(try keystore.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM group_accepts") } == 0)
+    }
+
     /// Refusals are kept to the newest 10,000; a leave is never trimmed with them, or anyone
     /// who names this identity in many groups could push it out and have the group taken back.
     @Test func aLeaveOutlivesTheTrimOfRefusals() throws {
