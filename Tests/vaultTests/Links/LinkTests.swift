@@ -230,7 +230,10 @@ final class LinkWorld {
             return all
         }
         #expect(statuses.filter { $0 == 200 }.count == 1, "\(statuses)")
-        #expect(statuses.allSatisfy { $0 == 200 || $0 == 404 }, "\(statuses)")
+        // The rest find it gone (404), or find the link's attempts spent (429): every claim
+        // spends one before its key is compared and gets it back after (M1), so more than
+        // the burst of them at that point at once, as on a loaded machine, are refused so.
+        #expect(statuses.allSatisfy { $0 == 200 || $0 == 404 || $0 == 429 }, "\(statuses)")
         let after = try await world.request("GET", "/links/\(id)/status").0
         #expect(after == 404)
     }
