@@ -59,8 +59,9 @@ extension Messenger {
     /// Joins again a group this identity left, named by its id or the first 4 or more hex
     /// digits of it: its record is fetched from a relay it named, and taken (from a trusted
     /// owner, naming this identity, at the version left or later) and accepted on every
-    /// relay it names; one that cannot be reached then is a warning, and declines the group
-    /// for this identity until the member's next send through it accepts it there. The
+    /// relay it names; one that cannot be reached then is a warning, declines the group for
+    /// this identity until then, and is remembered: the member's next receive (or send
+    /// through it) that reaches it accepts it there. The
     /// relays are asked one at a time, the first the record named first, until one gives a
     /// record that is taken: one that is down, or that serves a record that is not taken,
     /// does not stop the join. Returns what the taking said, as a receive would, with what

@@ -179,8 +179,10 @@ extension Messenger {
                 guard ownerKey.map({ $0 == record.owner.signingKey }) ?? true else {
                     throw VaultError.malformed(what: "the group record", detail: "its owner is not the one the relay listed")
                 }
-                if try keystore.accept(group: record) { report.groups.append(record.name) }
-                try keystore.forgetRefusal(group: id, owner: record.owner.signingKey)
+                // Left by another process since the look above: the leave wins, and
+                // declines it wherever it is listed.
+                guard let stored = try keystore.take(group: record, joining: joining) else { return }
+                if stored { report.groups.append(record.name) }
                 for failure in await acceptEverywhere(record, keystore: keystore, identity: identity) {
                     report.problems.append(failure.description)
                 }
@@ -220,9 +222,19 @@ extension Messenger {
     /// nothing of it to accept, is done with; the others are asked at the next receive.
     static func acceptAgain(_ pending: [PendingAccept], keystore: Keystore, identity: Identity) async {
         let trusted = Set(((try? keystore.peers()) ?? []).map(\.card) + [identity.card])
+        // At most `declinesPerRun` a relay a run, as for declines: each is a signed request,
+        // which the member's rate limit at that relay counts.
+        var perRelay: [KeyCard: Int] = [:]
+        let asked = pending.filter { accept in
+            guard trusted.contains(accept.record.owner) else { return false }
+            perRelay[accept.relay.card, default: 0] += 1
+            return perRelay[accept.relay.card]! <= declinesPerRun
+        }
         await withTaskGroup(of: PendingAccept?.self) { tasks in
-            for accept in pending where trusted.contains(accept.record.owner) {
+            for accept in asked {
                 tasks.addTask {
+                    // Left meanwhile (by another process): not accepted again.
+                    guard (try? keystore.group(id: accept.record.id)) != nil else { return nil }
                     do {
                         try await answerGroup(accept.record.id, ownerKey: accept.record.owner.signingKey, accept: true,
                                               on: RelayConnection(accept.relay, identity: identity))
@@ -243,9 +255,10 @@ extension Messenger {
     /// A relay that does not have the group, has a version that does not name this identity,
     /// or has it from another owner has nothing to accept. Should the owner publish a version
     /// there that names this identity, the relay lists it as an invitation, which any receive
-    /// answers.
+    /// answers. A relay from before opt-in has no acceptances (404 on the route): it serves
+    /// every member named.
     private static func acceptIsMoot(_ error: RelayError) -> Bool {
-        ["unknown_group", "not_a_member", "other_owner"].contains(error.code)
+        ["unknown_group", "not_a_member", "other_owner", "http_404"].contains(error.code)
     }
 
     /// `POST /v1/groups/{id}/accept` or `…/decline`, for the owner this identity means.

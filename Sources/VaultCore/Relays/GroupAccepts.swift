@@ -32,8 +32,8 @@ extension Keystore {
     /// The acceptances still to make, each with the group as kept now. A row whose group is
     /// no longer kept (left, forgotten) or whose relay the kept record no longer names (a
     /// newer version dropped it) is dropped here: only a relay of a kept group is ever asked,
-    /// so the list cannot grow past the relays of the groups this identity holds, and costs
-    /// at most one request a run for a relay that each receive lists anyway.
+    /// so the list cannot grow past the relays of the groups this identity holds: at most
+    /// one request a run for each kept group at a relay that each receive lists anyway.
     public func pendingAccepts() throws(VaultError) -> [PendingAccept] {
         try write { db in
             var pending: [PendingAccept] = []
@@ -55,9 +55,15 @@ extension Keystore {
     }
 
     /// `relay` took this identity's acceptance of group `id` (or has nothing of it to accept).
+    /// Should the group be left by now (a leave in another process, whose decline may have
+    /// reached the relay before this acceptance), the relay is marked as still to be told of
+    /// the leave (``pendingDeclines()``), so the next receive declines it there again.
     public func accepted(group id: [UInt8], at relay: KeyCard) throws(VaultError) {
         try write { db in
             try db.execute(sql: "DELETE FROM group_accepts WHERE group_id = ? AND relay_card = ?", arguments: [Data(id), Data(relay.encoded)])
+            try db.execute(sql: """
+                UPDATE group_declines SET told = 0 WHERE group_id = ? AND relay_card = ? AND NOT EXISTS (SELECT 1 FROM relay_group WHERE id = ?)
+                """, arguments: [Data(id), Data(relay.encoded), Data(id)])
         }
     }
 }

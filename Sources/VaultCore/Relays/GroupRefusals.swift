@@ -125,10 +125,16 @@ extension Keystore {
         }
     }
 
-    /// `relay` was told: it declines `group` for this identity now.
+    /// `relay` was told: it declines `group` for this identity now. Should the group be kept
+    /// again by now (a join in another process, after the decline was sent), the relay is
+    /// remembered as still to accept it (``pendingAccepts()``), so the join is not undone
+    /// there.
     public func declined(group: [UInt8], at relay: KeyCard) throws(VaultError) {
         try write { db in
             try db.execute(sql: "UPDATE group_declines SET told = 1 WHERE group_id = ? AND relay_card = ?", arguments: [Data(group), Data(relay.encoded)])
+            try db.execute(sql: """
+                INSERT OR IGNORE INTO group_accepts (group_id, relay_card) SELECT ?, ? WHERE EXISTS (SELECT 1 FROM relay_group WHERE id = ?)
+                """, arguments: [Data(group), Data(relay.encoded), Data(group)])
         }
     }
 
@@ -159,10 +165,30 @@ extension Keystore {
     /// Forgets a refusal: the group was accepted after all (and its relays need not be told
     /// of a leave any more).
     public func forgetRefusal(group: [UInt8], owner: [UInt8]) throws(VaultError) {
-        try write { db in
-            try db.execute(sql: "DELETE FROM group_refused WHERE group_id = ? AND owner = ?", arguments: [Data(group), Data(owner)])
-            try db.execute(sql: "DELETE FROM group_declines WHERE group_id = ? AND owner = ?", arguments: [Data(group), Data(owner)])
+        try write { db in try Self.forgetRefusal(db, group: group, owner: owner) }
+    }
+
+    /// Takes `record` from a relay: keeps it as ``accept(group:)`` does and forgets any
+    /// refusal of it, in one transaction. Returns whether it was stored (false: the version
+    /// kept is as new), or nil when the group is left and this is no join: a leave committed
+    /// by another process after the caller looked wins, where a separate check and write
+    /// would have kept the group again and forgotten the leave.
+    public func take(group record: GroupRecord, joining: Bool) throws(VaultError) -> Bool? {
+        try checkTaken(record)
+        return try write { db in
+            if !joining, try Bool.fetchOne(db, sql: "SELECT 1 FROM group_refused WHERE group_id = ? AND reason = 'left'",
+                                           arguments: [Data(record.id)]) ?? false {
+                return nil
+            }
+            let stored = try Self.keep(db, record)
+            try Self.forgetRefusal(db, group: record.id, owner: record.owner.signingKey)
+            return stored
         }
+    }
+
+    private static func forgetRefusal(_ db: Database, group: [UInt8], owner: [UInt8]) throws {
+        try db.execute(sql: "DELETE FROM group_refused WHERE group_id = ? AND owner = ?", arguments: [Data(group), Data(owner)])
+        try db.execute(sql: "DELETE FROM group_declines WHERE group_id = ? AND owner = ?", arguments: [Data(group), Data(owner)])
     }
 
     /// Stores `refusal` over any row of its group and owner, but a refusal never over a

@@ -91,20 +91,29 @@ extension Keystore {
     /// its members pin.
     @discardableResult
     public func accept(group record: GroupRecord) throws(VaultError) -> Bool {
+        try checkTaken(record)
+        return try write { db in try Self.keep(db, record) }
+    }
+
+    /// Refuses `record` unless its owner is this identity or a trusted peer and it names
+    /// this identity.
+    func checkTaken(_ record: GroupRecord) throws(VaultError) {
         let own = try identityInfo().card
         let trusted = try peers().contains { $0.card == record.owner }
         guard record.owner == own || trusted else {
             throw .untrustedDealer(fingerprint: record.owner.fingerprint)
         }
         guard record.members.contains(where: { $0.card == own }) else { throw .notForThisIdentity(what: "the group record") }
-        return try write { db in
-            if let version = try Int64.fetchOne(db, sql: "SELECT version FROM relay_group WHERE id = ?", arguments: [Data(record.id)]) {
-                guard UInt64(version) < record.version else { return false }
-            }
-            try db.execute(sql: "INSERT OR REPLACE INTO relay_group (id, name, name_key, version, record) VALUES (?, ?, ?, ?, ?)",
-                           arguments: [Data(record.id), record.name.value, record.name.key, Int64(record.version), Data(record.encoded)])
-            return true
+    }
+
+    /// Stores `record` unless the version kept is as new. Returns whether it was stored.
+    static func keep(_ db: Database, _ record: GroupRecord) throws -> Bool {
+        if let version = try Int64.fetchOne(db, sql: "SELECT version FROM relay_group WHERE id = ?", arguments: [Data(record.id)]) {
+            guard UInt64(version) < record.version else { return false }
         }
+        try db.execute(sql: "INSERT OR REPLACE INTO relay_group (id, name, name_key, version, record) VALUES (?, ?, ?, ?, ?)",
+                       arguments: [Data(record.id), record.name.value, record.name.key, Int64(record.version), Data(record.encoded)])
+        return true
     }
 
     /// Forgets a group (on this machine only).

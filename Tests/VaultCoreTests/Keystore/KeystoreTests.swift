@@ -254,6 +254,36 @@ import VaultTestSupport
         #expect(try keystore.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM group_accepts") } == 0)
     }
 
+    /// A leave and a receive (or a join and a receive) in two processes at once: whichever
+    /// lands last, the keystore keeps the member's choice. A take after a leave is refused
+    /// but for a join; an acceptance that reaches a relay after the leave marks the relay as
+    /// still to be told; a decline that reaches one after a join marks it as still to accept.
+    @Test func aLeaveOrAJoinIsNotUndoneByARequestInFlight() throws {
+        let keystore = try Keystore.create(home: home, label: Label("alice"), passphrase: nil)
+        let alice = try keystore.unlock(passphrase: nil)
+        let relays = try (0..<2).map { i in
+            GroupRecord.Relay(name: try Label("r\(i)"), url: "http://127.0.0.1:\(7790 + i)",
+                              card: Identity.generate(label: try Label("r"), random: SecureRandom()).0.card)
+        }
+        let relay = relays[0]
+        let record = try GroupRecord(id: [UInt8](repeating: 5, count: 16), version: 1, name: Label("team"), owner: alice.card,
+                                     relays: relays, members: [GroupRecord.Member(label: alice.label, card: alice.card)], signer: alice)
+        #expect(try keystore.take(group: record, joining: false) == true)
+        try keystore.leave(group: record)
+        for relay in relays { try keystore.declined(group: record.id, at: relay.card) }
+        #expect(try keystore.pendingDeclines().isEmpty && keystore.pendingAccepts().isEmpty)
+
+        #expect(try keystore.take(group: record, joining: false) == nil)
+        #expect(try keystore.group(id: record.id) == nil && keystore.leftGroup(record.id) != nil)
+        try keystore.accepted(group: record.id, at: relay.card)
+        #expect(try keystore.pendingDeclines().map(\.relay) == [relay], "an acceptance after the leave is not declined again")
+
+        #expect(try keystore.take(group: record, joining: true) == true)
+        #expect(try keystore.leftGroup(record.id) == nil && keystore.pendingDeclines().isEmpty)
+        try keystore.declined(group: record.id, at: relay.card)
+        #expect(try keystore.pendingAccepts().map(\.relay) == [relay], "a decline after the join is not accepted again")
+    }
+
     /// Refusals are kept to the newest 10,000; a leave is never trimmed with them, or anyone
     /// who names this identity in many groups could push it out and have the group taken back.
     @Test func aLeaveOutlivesTheTrimOfRefusals() throws {

@@ -136,6 +136,8 @@ import VaultTestSupport
         #expect(received.stdout == "sent after bob left", "\(received.stderr)")
         // r1 still declines the group for bob (it was down at the join), and lists no
         // invitation; the join remembered it, and bob's next receive accepts it there.
+        let bobsKeystore = { try Keystore.open(home: VaultHome.resolve(explicit: world.bob.directory.file("home"))) }
+        #expect(try bobsKeystore().pendingAccepts().map(\.relay.name.value) == ["r1"])
         try world.restart(1)
         #expect(!(try OwnRelay(world, 1).get(as: bob, "/v1/groups").text.contains(group)))
         #expect(!(try OwnRelay(world, 1).get(as: bob, "/v1/invitations").text.contains(group)))
@@ -143,6 +145,7 @@ import VaultTestSupport
         let back = try world.bob.vault.run(["receive", "--group", "team"])
         #expect(back.status == 0 && back.stdout == "back on r1", "\(back.stdout) \(back.stderr)")
         #expect(try OwnRelay(world, 1).get(as: bob, "/v1/groups").text.contains(group), "r1 was not accepted by bob's receive")
+        #expect(try bobsKeystore().pendingAccepts().isEmpty, "r1 is asked again after it took the acceptance")
         try world.bob.ok("send", "--group", "team", "-", stdin: "back again")
         #expect(try world.bob.ok("group", "list", "--left").isEmpty)
         let again = try world.bob.vault.run(["group", "join", String(group.prefix(8))])
