@@ -11,8 +11,20 @@ import GRDB
 /// readers cache, and its write no longer waits behind a message's upload on the store's
 /// one writer. Nonces are not secret and live minutes; they are still kept on disk, so a
 /// request is refused as a replay across a restart (Docs/RELAY.md, "SQLite").
-final class SQLiteNonces: Sendable {
+///
+/// Nonces that arrive while one write runs are kept together by the next: one transaction
+/// and one commit for all of them (a group commit), where each had its own before. Every
+/// request is still answered only once its nonce is in the file, and a nonce twice in one
+/// batch is a replay for the second, as the inserts run in order.
+final class SQLiteNonces: @unchecked Sendable {
     private let queue: DatabaseQueue
+    /// A nonce waiting for the next write, and the request that waits for its answer.
+    private typealias Waiting = (nonce: [UInt8], expires: UInt64, answer: CheckedContinuation<Bool, any Error>)
+    /// Guards `waiting` and `writing`.
+    private let lock = NSLock()
+    private var waiting: [Waiting] = []
+    /// Whether a task is writing batches; it writes until none waits.
+    private var writing = false
     /// Keeps a nonce unless it is kept already.
     private static let insert = "INSERT OR IGNORE INTO nonces (nonce, expires) VALUES (?, ?)"
 
@@ -41,9 +53,39 @@ final class SQLiteNonces: Sendable {
 
     /// Keeps `nonce` until `expires`; false when it is already kept (a replay).
     func remember(_ nonce: [UInt8], expires: UInt64) async throws -> Bool {
-        try await queue.write { db in
-            try db.cachedStatement(sql: Self.insert).execute(arguments: [Data(nonce), Int64(expires)])
-            return db.changesCount == 1
+        try await withCheckedThrowingContinuation { answer in
+            let starts = lock.withLock {
+                waiting.append((nonce, expires, answer))
+                defer { writing = true }
+                return !writing
+            }
+            if starts { Task { await writeBatches() } }
+        }
+    }
+
+    /// Writes what waits, one batch a transaction, until nothing does. A batch that fails
+    /// fails each of its requests (they are answered as the store's errors are), not the
+    /// next batch.
+    private func writeBatches() async {
+        while true {
+            let batch = lock.withLock {
+                defer { waiting = [] }
+                if waiting.isEmpty { writing = false }
+                return waiting
+            }
+            guard !batch.isEmpty else { return }
+            do {
+                let kept = try await queue.write { db in
+                    let statement = try db.cachedStatement(sql: Self.insert)
+                    return try batch.map { waiting in
+                        try statement.execute(arguments: [Data(waiting.nonce), Int64(waiting.expires)])
+                        return db.changesCount == 1
+                    }
+                }
+                for (waiting, isNew) in zip(batch, kept) { waiting.answer.resume(returning: isNew) }
+            } catch {
+                for waiting in batch { waiting.answer.resume(throwing: error) }
+            }
         }
     }
 

@@ -204,6 +204,36 @@ final class RelayWorld {
         #expect(String(decoding: second, as: UTF8.self).contains("\"code\":\"replayed\""))
     }
 
+    /// Nonces that arrive together are written together (a group commit): twenty copies of
+    /// one signed request sent at once, among twenty others, are served once; the others
+    /// are all served.
+    @Test func copiesOfARequestSentAtOnceAreServedOnce() async throws {
+        let world = try RelayWorld()
+        let identity = Identity.generate(label: try Label("mallory")).0
+        let card = try KeyCard(text: try cardOf(world.urls[0]))
+        func signed() -> URLRequest {
+            var request = URLRequest(url: URL(string: world.urls[0] + "/v1/groups")!)
+            for (name, value) in RequestSignature.headers(identity: identity, relay: card.signingKey, method: "GET", path: "/v1/groups",
+                                                          bodyHash: sha256([])) {
+                request.setValue(value, forHTTPHeaderField: name)
+            }
+            return request
+        }
+        let copied = signed()
+        let requests = (0..<40).map { $0 % 2 == 0 ? (true, copied) : (false, signed()) }
+        let statuses = try await withThrowingTaskGroup(of: (Bool, Int).self) { tasks in
+            for (isCopy, request) in requests {
+                tasks.addTask { (isCopy, (try await URLSession.shared.data(for: request).1 as! HTTPURLResponse).statusCode) }
+            }
+            var all: [(Bool, Int)] = []
+            for try await status in tasks { all.append(status) }
+            return all
+        }
+        let copies = statuses.filter(\.0).map(\.1), others = statuses.filter { !$0.0 }.map(\.1)
+        #expect(copies.filter { $0 == 200 }.count == 1 && copies.filter { $0 == 401 }.count == 19, "\(copies)")
+        #expect(others.allSatisfy { $0 == 200 }, "\(others)")
+    }
+
     /// Nonces are kept on disk, in a file of their own beside the store: a request made
     /// again after the relay restarts is still refused. A relay from before that file kept
     /// them in a table of the store; a relay started on it copies them to the file first.
