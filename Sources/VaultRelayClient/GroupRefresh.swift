@@ -26,9 +26,9 @@ extension Messenger {
     static func refreshGroups(keystore: Keystore, identity: Identity, report: inout ReceiveReport) async {
         // Relays of groups left that were not told yet (out of reach at `vault group leave`),
         // and relays of kept groups that could not take their acceptance (out of reach when
-        // the group was taken or joined again): asked again, silently, beside the rest, so a
-        // relay that stalls delays this run by its own timeout at most, not by the sum of
-        // them all; those still out of reach are asked at the next run.
+        // the group was taken or joined again): asked again, silently, all at once and beside
+        // the rest, so one that stalls no longer holds the rest back by its deadline first;
+        // those still out of reach are asked at the next run.
         async let told = tellRelays((try? keystore.pendingDeclines()) ?? [], keystore: keystore, identity: identity)
         async let accepted = acceptAgain((try? keystore.pendingAccepts()) ?? [], keystore: keystore, identity: identity)
         var connections: [String: RelayConnection] = [:]
