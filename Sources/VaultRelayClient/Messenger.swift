@@ -261,6 +261,7 @@ public enum Messenger {
                            RelayConnection.failure(relay: relay.name.value, status: status, body: body).code == "not_a_member",
                            (try? keystore.group(id: group.id)) != nil {
                             try await answerGroup(group.id, ownerKey: group.owner.signingKey, accept: true, on: connection)
+                            try? keystore.accepted(group: group.id, at: relay.card)
                             (status, body) = try await connection.upload(paths[j], to: target, length: length, bodyHash: hash)
                         }
                         // A signed refusal: a share refused part way leaves nothing behind.

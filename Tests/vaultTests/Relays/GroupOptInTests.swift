@@ -158,6 +158,33 @@ import VaultTestSupport
         #expect(try world.alice.ok("group", "list").contains("team"))
     }
 
+    /// An acceptance still to make is made only for an owner still trusted: bob joins with
+    /// r1 down, then stops trusting alice; r1, back, is not asked (the fault that took out
+    /// the earlier heal: it accepted again what bob had turned away from). Trusted again,
+    /// the next receive accepts it there.
+    @Test func anAcceptanceStillToMakeWaitsWhileItsOwnerIsNotTrusted() throws {
+        let world = try RelayWorld()
+        _ = try world.bob.ok("receive")
+        let group = try world.groupID()
+        let bob = try world.bob.signingIdentity()
+        _ = try world.bob.ok("group", "leave", "team")
+        #expect(world.relays[0].stop(SIGTERM) == 0)
+        let joined = try world.bob.vault.run(["group", "join", String(group.prefix(8))])
+        #expect(joined.status == 0 && joined.stderr.contains("vault: warning: relay r1: "), "\(joined.stderr)")
+        let aliceCard = try world.alice.card()
+        try world.bob.ok("peer", "remove", "alice", "--yes")
+        try world.restart(1)
+        _ = try world.bob.vault.run(["receive"])
+        #expect(!(try OwnRelay(world, 1).get(as: bob, "/v1/groups").text.contains(group)), "r1 accepted for an owner bob no longer trusts")
+        let bobsKeystore = try Keystore.open(home: VaultHome.resolve(explicit: world.bob.directory.file("home")))
+        #expect(try bobsKeystore.pendingAccepts().map(\.relay.name.value) == ["r1"])
+
+        try world.bob.ok("peer", "add", aliceCard, "--label", "alice", "--yes")
+        _ = try world.bob.vault.run(["receive"])
+        #expect(try OwnRelay(world, 1).get(as: bob, "/v1/groups").text.contains(group), "r1 was not accepted once alice was trusted again")
+        #expect(try bobsKeystore.pendingAccepts().isEmpty)
+    }
+
     /// A join takes nothing older than the version left: the first relay serves the
     /// record's version 1 after bob left version 2, and the join takes version 2 from the
     /// next relay, saying why it passed the first.
