@@ -220,19 +220,29 @@ import VaultTestSupport
         #expect(try migrated.relays(ofLeftGroup: group, owner: owner).isEmpty)
     }
 
+    /// `count` relays on loopback ports nothing listens on, each with a card of its own.
+    static func relays(_ count: Int) throws -> [GroupRecord.Relay] {
+        try (0..<count).map { i in
+            GroupRecord.Relay(name: try Label("r\(i)"), url: "http://127.0.0.1:\(7790 + i)",
+                              card: Identity.generate(label: try Label("r"), random: SecureRandom()).0.card)
+        }
+    }
+
+    /// Group "team" (id 05…05) of `owner` alone, on `relays`.
+    static func team(of owner: Identity, version: UInt64, relays: [GroupRecord.Relay]) throws -> GroupRecord {
+        try GroupRecord(id: [UInt8](repeating: 5, count: 16), version: version, name: Label("team"), owner: owner.card,
+                        relays: relays, members: [GroupRecord.Member(label: owner.label, card: owner.card)], signer: owner)
+    }
+
     /// v20 keeps the relays that could not take a group's acceptance. A row is given out
     /// only while its group is kept and the kept record names its relay; any other is
     /// dropped as it is read, and leaving the group drops them all.
     @Test func acceptancesStillToMakeFollowTheKeptGroup() throws {
         let keystore = try Keystore.create(home: home, label: Label("alice"), passphrase: nil)
         let alice = try keystore.unlock(passphrase: nil)
-        let relays = try (0..<3).map { i in
-            GroupRecord.Relay(name: try Label("r\(i)"), url: "http://127.0.0.1:\(7790 + i)",
-                              card: Identity.generate(label: try Label("r"), random: SecureRandom()).0.card)
-        }
+        let relays = try Self.relays(3)
         func record(version: UInt64, relays: [GroupRecord.Relay]) throws -> GroupRecord {
-            try GroupRecord(id: [UInt8](repeating: 5, count: 16), version: version, name: Label("team"), owner: alice.card,
-                            relays: relays, members: [GroupRecord.Member(label: alice.label, card: alice.card)], signer: alice)
+            try Self.team(of: alice, version: version, relays: relays)
         }
         try keystore.accept(group: try record(version: 1, relays: relays))
         let group = [UInt8](repeating: 5, count: 16), stranger = [UInt8](repeating: 6, count: 16)
@@ -261,13 +271,9 @@ import VaultTestSupport
     @Test func aLeaveOrAJoinIsNotUndoneByARequestInFlight() throws {
         let keystore = try Keystore.create(home: home, label: Label("alice"), passphrase: nil)
         let alice = try keystore.unlock(passphrase: nil)
-        let relays = try (0..<2).map { i in
-            GroupRecord.Relay(name: try Label("r\(i)"), url: "http://127.0.0.1:\(7790 + i)",
-                              card: Identity.generate(label: try Label("r"), random: SecureRandom()).0.card)
-        }
+        let relays = try Self.relays(2)
         let relay = relays[0]
-        let record = try GroupRecord(id: [UInt8](repeating: 5, count: 16), version: 1, name: Label("team"), owner: alice.card,
-                                     relays: relays, members: [GroupRecord.Member(label: alice.label, card: alice.card)], signer: alice)
+        let record = try Self.team(of: alice, version: 1, relays: relays)
         #expect(try keystore.take(group: record, joining: false) == true)
         try keystore.leave(group: record)
         for relay in relays { try keystore.declined(group: record.id, at: relay.card) }

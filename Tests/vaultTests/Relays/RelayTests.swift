@@ -67,6 +67,17 @@ final class RelayWorld {
         try nonceDatabase(i).read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM nonces") ?? -1 }
     }
 
+    /// A fresh signed `GET /v1/groups` by `identity` to relay r1, as a client would make it.
+    func signedGroupsRequest(by identity: Identity) throws -> URLRequest {
+        let card = try KeyCard(text: try RelayTests().cardOf(urls[0]))
+        var request = URLRequest(url: URL(string: urls[0] + "/v1/groups")!)
+        for (name, value) in RequestSignature.headers(identity: identity, relay: card.signingKey, method: "GET", path: "/v1/groups",
+                                                      bodyHash: sha256([])) {
+            request.setValue(value, forHTTPHeaderField: name)
+        }
+        return request
+    }
+
     /// The team's group id, in hex.
     func groupID() throws -> String {
         try alice.ok("group", "show", "team").split(separator: "\n").first { $0.hasPrefix("id") }
@@ -191,11 +202,7 @@ final class RelayWorld {
     /// request from a stranger's key verifies but finds nothing of the group's.
     @Test func aReplayedRequestIsRefused() async throws {
         let world = try RelayWorld()
-        let identity = Identity.generate(label: try Label("mallory")).0
-        let card = try KeyCard(text: try cardOf(world.urls[0]))
-        let headers = RequestSignature.headers(identity: identity, relay: card.signingKey, method: "GET", path: "/v1/groups", bodyHash: sha256([]))
-        var request = URLRequest(url: URL(string: world.urls[0] + "/v1/groups")!)
-        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        let request = try world.signedGroupsRequest(by: Identity.generate(label: try Label("mallory")).0)
         let (first, firstResponse) = try await URLSession.shared.data(for: request)
         #expect((firstResponse as! HTTPURLResponse).statusCode == 200)
         #expect(String(decoding: first, as: UTF8.self) == "{\"groups\":[]}")
@@ -212,22 +219,14 @@ final class RelayWorld {
     @Test func copiesOfARequestInOneBatchAreServedOnce() async throws {
         let world = try RelayWorld()
         let identity = Identity.generate(label: try Label("mallory")).0
-        let card = try KeyCard(text: try cardOf(world.urls[0]))
-        func signed() -> URLRequest {
-            var request = URLRequest(url: URL(string: world.urls[0] + "/v1/groups")!)
-            for (name, value) in RequestSignature.headers(identity: identity, relay: card.signingKey, method: "GET", path: "/v1/groups",
-                                                          bodyHash: sha256([])) {
-                request.setValue(value, forHTTPHeaderField: name)
-            }
-            return request
-        }
+        func signed() throws -> URLRequest { try world.signedGroupsRequest(by: identity) }
         let before = try world.nonceCount(1)
         var configuration = Configuration()
         configuration.allowsUnsafeTransactions = true
         let blocker = try DatabaseQueue(path: world.directory.file("r1.db.nonces"), configuration: configuration)
         try await blocker.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
-        let copied = signed()
-        let requests = (0..<20).map { $0 % 2 == 0 ? (true, copied) : (false, signed()) }
+        let copied = try signed()
+        let requests = try (0..<20).map { $0 % 2 == 0 ? (true, copied) : (false, try signed()) }
         // A session each: one session sends at most six requests at once on Linux.
         async let answered = withThrowingTaskGroup(of: (Bool, Int).self) { tasks in
             for (isCopy, request) in requests {
@@ -257,25 +256,17 @@ final class RelayWorld {
     @Test func aReplayIsRefusedAcrossARestartAndFromAnOlderStore() async throws {
         let world = try RelayWorld()
         let identity = Identity.generate(label: try Label("mallory")).0
-        let card = try KeyCard(text: try cardOf(world.urls[0]))
-        func signed() -> URLRequest {
-            var request = URLRequest(url: URL(string: world.urls[0] + "/v1/groups")!)
-            for (name, value) in RequestSignature.headers(identity: identity, relay: card.signingKey, method: "GET", path: "/v1/groups",
-                                                          bodyHash: sha256([])) {
-                request.setValue(value, forHTTPHeaderField: name)
-            }
-            return request
-        }
+        func signed() throws -> URLRequest { try world.signedGroupsRequest(by: identity) }
         func status(_ request: URLRequest) async throws -> Int {
             (try await URLSession.shared.data(for: request).1 as! HTTPURLResponse).statusCode
         }
-        let first = signed()
+        let first = try signed()
         #expect(try await status(first) == 200)
         try world.restart(1)
         #expect(try await status(first) == 401, "served again after a restart")
 
         // The store as a relay before the nonce file left it: the nonces in its own table.
-        let second = signed()
+        let second = try signed()
         #expect(try await status(second) == 200)
         _ = world.relays[0].stop(SIGTERM)
         let kept = try await world.nonceDatabase(1).read { db in
@@ -294,7 +285,7 @@ final class RelayWorld {
         #expect(try await world.database(1).read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM nonces") } == kept.count)
         var info = stat()
         #expect(stat(world.directory.file("r1.db.nonces"), &info) == 0 && info.st_mode & 0o777 == 0o600)
-        #expect(try await status(signed()) == 200)
+        #expect(try await status(try signed()) == 200)
     }
 
     /// The nonce file is made at 0600 with the store's owner, whoever makes it: root
