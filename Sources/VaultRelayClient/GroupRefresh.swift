@@ -20,6 +20,19 @@ extension Messenger {
     /// At most this many refusals a relay are said in words in one run; more are counted.
     static let refusalsShown = 3
 
+    /// A group from an owner this identity does not trust, as one relay listed it.
+    struct Refused: Sendable {
+        struct Key: Hashable, Sendable {
+            let group: [UInt8]
+            let owner: KeyCard
+        }
+        let key: Key
+        /// Remembered first by this relay's answer, this run.
+        let isNew: Bool
+        /// The group, as a refusal's line names it.
+        let line: String
+    }
+
     /// Asks every pinned relay and every relay of a known group for the groups this
     /// identity accepted there (newer versions are taken) and for its invitations (taken
     /// from trusted owners, declined from others).
@@ -40,37 +53,85 @@ extension Messenger {
                 connections[relay.card.fingerprint] = RelayConnection(relay, identity: identity)
             }
         }
-        // Owners trusted since their groups were refused: asked about again, from the relay
-        // that listed them.
-        for refusal in (try? keystore.refusalsNowTrusted()) ?? [] {
-            let connection = connections[refusal.relayCard.fingerprint]
-                ?? RelayConnection(name: refusal.relayURL, url: refusal.relayURL, card: refusal.relayCard, identity: identity)
-            await take(refusal.group, version: refusal.version, ownerKey: refusal.owner, from: connection, keystore: keystore,
-                       identity: identity, report: &report)
-        }
-        for connection in connections.values.sorted(by: { $0.name < $1.name }) {
-            do {
-                try await refreshAccepted(connection, keystore: keystore, identity: identity, report: &report)
-                try await answerInvitations(connection, keystore: keystore, identity: identity, report: &report)
-            } catch {
-                report.problems.append(VaultError.words(for: error))
+        // Every relay is asked at once, so relays that stall cost one deadline between them,
+        // not one each; a group several of them list is taken once (GroupTakes). Each relay's
+        // lines are said in the order of the relays' names, whichever answered first.
+        let takes = GroupTakes()
+        let nowTrusted = (try? keystore.refusalsNowTrusted()) ?? []
+        let asked = connections.values.sorted(by: { $0.name < $1.name })
+        let reports = await withTaskGroup(of: (Int, ReceiveReport, [Refused]).self) { tasks in
+            // Owners trusted since their groups were refused: asked about again, from the
+            // relay that listed them.
+            for (index, refusal) in nowTrusted.enumerated() {
+                let connection = connections[refusal.relayCard.fingerprint]
+                    ?? RelayConnection(name: refusal.relayURL, url: refusal.relayURL, card: refusal.relayCard, identity: identity)
+                tasks.addTask {
+                    var report = ReceiveReport()
+                    await take(refusal.group, version: refusal.version, ownerKey: refusal.owner, from: connection, keystore: keystore,
+                               identity: identity, once: takes, report: &report)
+                    return (index, report, [])
+                }
             }
+            for (index, connection) in asked.enumerated() {
+                tasks.addTask {
+                    var report = ReceiveReport()
+                    var refused: [Refused] = []
+                    do {
+                        try await refreshAccepted(connection, keystore: keystore, identity: identity, takes: takes, report: &report)
+                        try await answerInvitations(connection, keystore: keystore, identity: identity, takes: takes,
+                                                    refused: &refused, report: &report)
+                    } catch {
+                        report.problems.append(VaultError.words(for: error))
+                    }
+                    return (nowTrusted.count + index, report, refused)
+                }
+            }
+            var reports: [(Int, ReceiveReport, [Refused])] = []
+            for await done in tasks { reports.append(done) }
+            return reports.sorted { $0.0 < $1.0 }
+        }
+        let refusals = refusalLines(reports.dropFirst(nowTrusted.count).map { (asked[$0.0 - nowTrusted.count].name, $0.2) })
+        for (index, done, _) in reports {
+            report.groups += done.groups
+            report.problems += done.problems
+            if index >= nowTrusted.count { report.problems += refusals[index - nowTrusted.count] }
         }
         // Awaited, not left to the scope's end, which would cancel them.
         _ = await (told, accepted)
     }
 
+    /// The lines that say the refusals new this run, a list for each relay's listing: each
+    /// refusal once, under the first relay (by name) that listed it, whichever relay's
+    /// answer remembered it first; up to `refusalsShown` a relay in words, the rest counted.
+    private static func refusalLines(_ listings: [(relay: String, refused: [Refused])]) -> [[String]] {
+        let new = Set(listings.flatMap { $0.refused.filter(\.isNew).map(\.key) })
+        var said: Set<Refused.Key> = []
+        return listings.map { relay, refused in
+            let groups = refused.filter { new.contains($0.key) && said.insert($0.key).inserted }.map(\.line)
+            var lines = groups.prefix(refusalsShown).map {
+                "relay \(relay): \($0) names you, but its owner is not a peer you trust; refused (it is taken if you trust that owner later)"
+            }
+            if groups.count > refusalsShown {
+                lines.append("relay \(relay): \(groups.count - refusalsShown) more groups from owners you do not trust name you; "
+                             + "refused, and not asked about again")
+            }
+            return lines
+        }
+    }
+
     /// The groups accepted at this relay: a newer version of one is fetched and taken.
     private static func refreshAccepted(_ connection: RelayConnection, keystore: Keystore, identity: Identity,
-                                        report: inout ReceiveReport) async throws {
+                                        takes: GroupTakes, report: inout ReceiveReport) async throws {
         let (status, body) = try await connection.send(.GET, "/v1/groups")
         guard status == 200 else { throw RelayConnection.failure(relay: connection.name, status: status, body: body) }
         let list = try JSONDecoder().decode(RelayAPI.Groups.self, from: Data(body))
         let trusted = Set(try keystore.peers().map(\.card.signingKey) + [identity.card.signingKey])
         for entry in list.groups.prefix(1000) {
             guard let id = [UInt8](hexID: entry.id) else { continue }
-            let known = try keystore.group(id: id)
-            if let known, known.version >= entry.version { continue }
+            // The version alone, for most groups listed are known at it already.
+            let knownVersion = try keystore.groupVersion(id: id)
+            if let knownVersion, knownVersion >= entry.version { continue }
+            let known = knownVersion == nil ? nil : try keystore.group(id: id)
             // Accepted here but refused by this identity: a relay's members from before
             // opt-in were accepted for them. Declined here, silently; not fetched again.
             if known == nil, let refusal = try keystore.refusal(group: id) {
@@ -81,13 +142,13 @@ extension Messenger {
                 if refusal.reason == .invalid, entry.version <= refusal.version { continue }
             }
             await take(id, version: entry.version, ownerKey: known?.owner.signingKey, from: connection, keystore: keystore,
-                       identity: identity, report: &report)
+                       identity: identity, once: takes, report: &report)
         }
     }
 
     /// The groups that name this identity at this relay and that it has not answered there.
     private static func answerInvitations(_ connection: RelayConnection, keystore: Keystore, identity: Identity,
-                                          report: inout ReceiveReport) async throws {
+                                          takes: GroupTakes, refused: inout [Refused], report: inout ReceiveReport) async throws {
         let (status, body) = try await connection.send(.GET, "/v1/invitations", limit: 1 << 20)
         // A relay from before opt-in lists every group at /v1/groups, which did it above.
         if status == 404 { return }
@@ -98,17 +159,19 @@ extension Messenger {
         let own = identity.card
         let trusted = Set(try keystore.peers().map(\.card) + [own])
         var declined = 0
-        var refused: [String] = []
         for entry in list.invitations.prefix(RelayAPI.maximumInvitations) {
             guard let id = [UInt8](hexID: entry.group), let owner = try? KeyCard(text: entry.owner) else { continue }
             // A group taken already (on another relay of it): accepted here too, for the owner
-            // it has, so this relay lists it and serves its messages.
+            // it has, so this relay lists it and serves its messages; unless taken this run,
+            // whose take accepted it on every relay.
             if let known = try keystore.group(id: id) {
                 if known.owner == owner {
-                    try await answerGroup(id, ownerKey: owner.signingKey, accept: true, on: connection)
+                    if await !takes.started(id, owner: owner.signingKey) {
+                        try await answerGroup(id, ownerKey: owner.signingKey, accept: true, on: connection)
+                    }
                     if entry.version > known.version {
                         await take(id, version: entry.version, ownerKey: owner.signingKey, from: connection, keystore: keystore,
-                                   identity: identity, report: &report)
+                                   identity: identity, once: takes, report: &report)
                     }
                 }
                 continue
@@ -116,7 +179,10 @@ extension Messenger {
             if let refusal = try keystore.refusal(group: id, owner: owner.signingKey) {
                 switch refusal.reason {
                 case .untrusted where !trusted.contains(owner):
-                    // Refused already, and said so: declined at this relay too, silently.
+                    // Refused already, and said so (or to be said, when another relay's
+                    // answer remembered it this run): declined at this relay too, silently.
+                    refused.append(Refused(key: Refused.Key(group: id, owner: owner), isNew: false,
+                                           line: "group \(entry.group.prefix(8)) (owner's fingerprint \(owner.fingerprint))"))
                     if declined < declinesPerRun {
                         declined += 1
                         try? await answerGroup(id, ownerKey: owner.signingKey, accept: false, on: connection)
@@ -129,7 +195,8 @@ extension Messenger {
             guard trusted.contains(owner) else {
                 let isNew = try keystore.remember(GroupRefusal(group: id, owner: owner.signingKey, version: entry.version, reason: .untrusted,
                                                                relayURL: connection.url, relayCard: connection.card))
-                if isNew { refused.append("group \(entry.group.prefix(8)) (owner's fingerprint \(owner.fingerprint))") }
+                refused.append(Refused(key: Refused.Key(group: id, owner: owner), isNew: isNew,
+                                       line: "group \(entry.group.prefix(8)) (owner's fingerprint \(owner.fingerprint))"))
                 // Declined here, so the relay stops listing it; the refusal is remembered, so
                 // it is taken if the owner is trusted later.
                 if declined < declinesPerRun {
@@ -139,16 +206,21 @@ extension Messenger {
                 continue
             }
             await take(id, version: entry.version, ownerKey: owner.signingKey, from: connection, keystore: keystore,
-                       identity: identity, report: &report)
+                       identity: identity, once: takes, report: &report)
         }
-        for line in refused.prefix(refusalsShown) {
-            report.problems.append("relay \(connection.name): \(line) names you, but its owner is not a peer you trust; refused "
-                                   + "(it is taken if you trust that owner later)")
+    }
+
+    /// ``take(_:version:ownerKey:from:keystore:identity:joining:report:)``, once a group,
+    /// owner and version in this refresh (``GroupTakes``).
+    private static func take(_ id: [UInt8], version: UInt64, ownerKey: [UInt8]?, from connection: RelayConnection, keystore: Keystore,
+                             identity: Identity, once takes: GroupTakes, report: inout ReceiveReport) async {
+        let taken = await takes.once(id, owner: ownerKey, version: version) {
+            var report = ReceiveReport()
+            await take(id, version: version, ownerKey: ownerKey, from: connection, keystore: keystore, identity: identity, report: &report)
+            return report
         }
-        if refused.count > refusalsShown {
-            report.problems.append("relay \(connection.name): \(refused.count - refusalsShown) more groups from owners you do not trust "
-                                   + "name you; refused, and not asked about again")
-        }
+        report.groups += taken.groups
+        report.problems += taken.problems
     }
 
     /// Fetches a group's record from `connection` and takes it when its owner is this

@@ -85,6 +85,14 @@ extension Keystore {
         }
     }
 
+    /// The version of the accepted group with this id, if any: without parsing its record
+    /// (its signature and every card), for a look at many groups on many relays.
+    public func groupVersion(id: [UInt8]) throws(VaultError) -> UInt64? {
+        try read { db in
+            try Int64.fetchOne(db, sql: "SELECT version FROM relay_group WHERE id = ?", arguments: [Data(id)]).map { UInt64($0) }
+        }
+    }
+
     /// Accepts `record` when its owner is this identity or a trusted peer, and it is new or
     /// newer than the one kept. Returns whether it was stored. A record from an owner
     /// this identity does not trust is refused: whoever signs a group decides which relays

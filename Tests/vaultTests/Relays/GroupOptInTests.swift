@@ -251,6 +251,48 @@ import VaultTestSupport
         #expect(taken.stdout == "chapter 3 by friday", "\(taken.stderr)")
     }
 
+    /// A receive asks its relays all at once, so every relay of a new group lists the
+    /// invitation before any accepts it: the group is still fetched once and accepted once
+    /// a relay (GroupTakes), not once a relay for every relay that listed it.
+    @Test func aGroupEveryRelayListsIsTakenOnce() throws {
+        let world = try RelayWorld()
+        _ = try world.bob.ok("receive")
+        func requests() throws -> Int { try (1...3).reduce(0) { try $0 + world.nonceCount($1) } }
+        let quiet = try requests()
+        _ = try world.bob.ok("receive")
+        let perRun = try requests() - quiet
+
+        try world.alice.ok("group", "create", "later", "--relays", "r1,r2,r3", "--members", "bob")
+        let before = try requests()
+        let taken = try world.bob.vault.run(["receive"])
+        #expect(taken.status == 0, "\(taken.stderr)")
+        #expect(taken.stderr.components(separatedBy: "accepted group 'later'").count == 2, "\(taken.stderr)")
+        let spent = try requests() - before
+        // Beyond a quiet run: one fetch of the record, one acceptance a relay, and the new
+        // group's list of messages at each relay.
+        #expect(spent == perRun + 1 + 3 + 3, "\(spent) requests, \(perRun) in a quiet run")
+        let bob = try world.bob.signingIdentity()
+        let later = try world.alice.ok("group", "show", "later").split(separator: "\n").first { $0.hasPrefix("id") }
+            .map { String($0.split(separator: " ").last!) }!
+        for i in 1...3 { #expect(try OwnRelay(world, i).get(as: bob, "/v1/groups").text.contains(later), "r\(i)") }
+    }
+
+    /// Relays that stall (stopped, so the kernel takes the connection and nothing answers)
+    /// cost a receive one deadline between them, not one each: asked one after another, the
+    /// two here held the group refresh for twice the 30 s deadline before the listing's own.
+    @Test func stalledRelaysCostOneDeadlineBetweenThem() throws {
+        let world = try RelayWorld()
+        _ = try world.bob.ok("receive")
+        for i in 1...2 { #expect(kill(world.relays[i].pid, SIGSTOP) == 0) }
+        defer { for i in 1...2 { kill(world.relays[i].pid, SIGCONT) } }
+        let start = Date()
+        let received = try world.bob.vault.run(["receive"])
+        let took = Date().timeIntervalSince(start)
+        // One deadline for the refresh and one for the listing: 60 s; asked in turn, 90 s.
+        #expect(took < 80, "the receive took \(Int(took)) s")
+        #expect(received.stderr.contains("relay r2: ") && received.stderr.contains("relay r3: "), "\(received.stderr)")
+    }
+
     /// `GET /v1/messages?group=G` lists that group's messages only; a group id that is not
     /// 32 lowercase hex digits is refused.
     @Test func theListTakesAGroup() throws {
