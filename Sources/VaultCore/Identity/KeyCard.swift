@@ -54,8 +54,11 @@ public struct KeyCard: Hashable, Sendable {
         guard version == Self.version else { throw .invalidCard(.unknownVersion(version)) }
         guard bytes.count == Self.encodedLength else { throw .invalidCard(.wrongLength(bytes.count)) }
         let agreement = Array(bytes[1..<33]), signing = Array(bytes[33..<65])
-        guard Self.isUsableAgreementKey(agreement), Self.isUsableSigningKey(signing) else {
-            throw .invalidCard(.invalidKey)
+        if !CheckedKeys.contains(bytes) {
+            guard Self.isUsableAgreementKey(agreement), Self.isUsableSigningKey(signing) else {
+                throw .invalidCard(.invalidKey)
+            }
+            CheckedKeys.insert(bytes)
         }
         self.init(agreementKey: agreement, signingKey: signing)
     }

@@ -64,17 +64,23 @@ import VaultTestSupport
         #expect(defect(String(repeating: "q", count: 2000)) == .tooLong)
     }
 
-    @Test func refusesUnusableKeys() {
+    /// Each is refused every time, also after a card sharing its other key was read (and
+    /// its keys remembered as usable, CheckedKeys): the whole card is what was checked.
+    @Test func refusesUnusableKeys() throws {
+        let good = try KeyCard(text: Self.vectorText)
         // The all-zero X25519 key and a low-order Ed25519 point.
         let zeroAgreement = [KeyCard.version] + [UInt8](repeating: 0, count: 32)
             + hexBytes("e7f162a10bec559afea195e4dce84b69568d5d2cb0963eb446c0685e2b17f2f0")
-        #expect(throws: VaultError.invalidCard(.invalidKey)) { try KeyCard(encoded: zeroAgreement) }
         let identityPoint = [UInt8](repeating: 0, count: 1) + [UInt8](repeating: 0, count: 31)
         var lowOrder = identityPoint
         lowOrder[0] = 1
         let badSigning = [KeyCard.version]
             + hexBytes("07a37cbc142093c8b755dc1b10e86cb426374ad16aa853ed0bdfc0b2b86d1c7c") + lowOrder
-        #expect(throws: VaultError.invalidCard(.invalidKey)) { try KeyCard(encoded: badSigning) }
+        for _ in 1...2 {
+            #expect(throws: VaultError.invalidCard(.invalidKey)) { try KeyCard(encoded: zeroAgreement) }
+            #expect(throws: VaultError.invalidCard(.invalidKey)) { try KeyCard(encoded: badSigning) }
+        }
+        #expect(CheckedKeys.contains(good.encoded) && !CheckedKeys.contains(zeroAgreement) && !CheckedKeys.contains(badSigning))
     }
 
     @Test func offerCarriesAnOptionalLabel() throws {
