@@ -162,11 +162,12 @@ extension Messenger {
         for entry in list.invitations.prefix(RelayAPI.maximumInvitations) {
             guard let id = [UInt8](hexID: entry.group), let owner = try? KeyCard(text: entry.owner) else { continue }
             // A group taken already (on another relay of it): accepted here too, for the owner
-            // it has, so this relay lists it and serves its messages; unless taken this run,
-            // whose take accepted it on every relay.
+            // it has, so this relay lists it and serves its messages; unless a take this run
+            // accepted it here already (on every relay its record names).
             if let known = try keystore.group(id: id) {
                 if known.owner == owner {
-                    if await !takes.started(id, owner: owner.signingKey) {
+                    let taken = await takes.taken(id)
+                    if !(taken.map { $0.owner == owner && $0.relays.contains { $0.card == connection.card } } ?? false) {
                         try await answerGroup(id, ownerKey: owner.signingKey, accept: true, on: connection)
                     }
                     if entry.version > known.version {
@@ -214,13 +215,14 @@ extension Messenger {
     /// owner and version in this refresh (``GroupTakes``).
     private static func take(_ id: [UInt8], version: UInt64, ownerKey: [UInt8]?, from connection: RelayConnection, keystore: Keystore,
                              identity: Identity, once takes: GroupTakes, report: inout ReceiveReport) async {
-        let taken = await takes.once(id, owner: ownerKey, version: version) {
+        let said = await takes.once(id, owner: ownerKey, version: version) {
             var report = ReceiveReport()
-            await take(id, version: version, ownerKey: ownerKey, from: connection, keystore: keystore, identity: identity, report: &report)
-            return report
+            let taken = await take(id, version: version, ownerKey: ownerKey, from: connection, keystore: keystore, identity: identity,
+                                   report: &report)
+            return (report, taken)
         }
-        report.groups += taken.groups
-        report.problems += taken.problems
+        report.groups += said.groups
+        report.problems += said.problems
     }
 
     /// Fetches a group's record from `connection` and takes it when its owner is this
@@ -231,11 +233,15 @@ extension Messenger {
     /// a relay lists, at whatever version and for whatever owner, a receive declines it here.
     /// A refusal remembered of it never replaces the leave (the keystore keeps leaves), so a
     /// failed join keeps it as left.
+    ///
+    /// Returns the record kept (now, or already at its version or newer) and accepted on
+    /// every relay it names; nil when nothing was.
+    @discardableResult
     static func take(_ id: [UInt8], version: UInt64, ownerKey: [UInt8]?, from connection: RelayConnection, keystore: Keystore,
-                     identity: Identity, joining: Bool = false, report: inout ReceiveReport) async {
+                     identity: Identity, joining: Bool = false, report: inout ReceiveReport) async -> GroupRecord? {
         if !joining, let left = try? keystore.leftGroup(id) {
             try? await answerGroup(id, ownerKey: left.owner, accept: false, on: connection)
-            return
+            return nil
         }
         do {
             let (status, bytes) = try await connection.send(.GET, "/v1/groups/\(id.hex)", limit: GroupRecord.maximumLength)
@@ -253,11 +259,12 @@ extension Messenger {
                 }
                 // Left by another process since the look above: the leave wins, and
                 // declines it wherever it is listed.
-                guard let stored = try keystore.take(group: record, joining: joining) else { return }
+                guard let stored = try keystore.take(group: record, joining: joining) else { return nil }
                 if stored { report.groups.append(record.name) }
                 for failure in await acceptEverywhere(record, keystore: keystore, identity: identity) {
                     report.problems.append(failure.description)
                 }
+                return record
             } catch {
                 let owner = ownerKey ?? (try? GroupRecord(parsing: bytes))?.owner.signingKey
                 if let owner {
@@ -274,6 +281,7 @@ extension Messenger {
         } catch {
             report.problems.append(VaultError.words(for: error))
         }
+        return nil
     }
 
     /// Accepts `record` on every relay it names, all at once (the owner's own record is its

@@ -1,43 +1,42 @@
 import VaultCore
 
-/// The takes of one group refresh, one a group: a receive asks all its relays at once, and
-/// every relay of a new group lists it, so without this each would fetch the record and
-/// accept it on every relay, n² acceptances for n relays.
+/// The takes of one group refresh: a receive asks all its relays at once, and every relay
+/// of a new group lists it, so without this each would fetch the record and accept it on
+/// every relay, n² acceptances for n relays.
 ///
-/// A take is keyed by the group and the owner the relay named (none for a group a relay
-/// lists as accepted and this identity does not know): a squatter's listing of the same id
-/// under another owner is still fetched, refused, and does not stop the owner's.
+/// The takes of a group run one after another. Each first waits for the one before it,
+/// and is skipped when that one (or an earlier one) took the group, at the version listed
+/// or newer, from the owner listed (any owner for a relay that names none): a take that
+/// failed, that a relay answered with an older record than it listed, or that took
+/// another owner's record, does not stop the next one, which is what a receive asking the
+/// relays in turn did.
 actor GroupTakes {
-    private struct Key: Hashable {
-        let group: [UInt8]
-        let owner: [UInt8]?
+    /// What a take said, and the newest record taken of its group this run (its own, or
+    /// the one before it).
+    typealias Outcome = (report: ReceiveReport, taken: GroupRecord?)
+
+    /// The last take of each group this run.
+    private var last: [[UInt8]: Task<Outcome, Never>] = [:]
+
+    /// Runs `take` (which returns the record it kept and accepted everywhere, if any) after
+    /// the takes of this group started before it, unless one of those took it already.
+    func once(_ group: [UInt8], owner: [UInt8]?, version: UInt64, _ take: @escaping @Sendable () async -> Outcome) async -> ReceiveReport {
+        let before = last[group]
+        let next = Task { () -> Outcome in
+            let earlier = await before?.value.taken
+            if let earlier, earlier.version >= version, owner.map({ $0 == earlier.owner.signingKey }) ?? true {
+                return (ReceiveReport(), earlier)
+            }
+            let outcome = await take()
+            return (outcome.report, outcome.taken ?? earlier)
+        }
+        last[group] = next
+        return await next.value.report
     }
 
-    private var started: [Key: (version: UInt64, take: Task<ReceiveReport, Never>)] = [:]
-
-    /// Whether a take of this group, for this owner, started this run: it accepts the group
-    /// on every relay of the record, so no listing need accept it again.
-    func started(_ group: [UInt8], owner: [UInt8]) -> Bool {
-        started[Key(group: group, owner: owner)] != nil
-    }
-
-    /// Runs `take` unless a take of this group, for this owner, at this version or a newer
-    /// one started already this run; then waits for that one to end and returns an empty
-    /// report (the first says what was taken). A take of a newer version runs after the one
-    /// before it ends, so their keystore writes come in order.
-    func once(_ group: [UInt8], owner: [UInt8]?, version: UInt64,
-              _ take: @escaping @Sendable () async -> ReceiveReport) async -> ReceiveReport {
-        let key = Key(group: group, owner: owner)
-        let before = started[key]
-        if let before, before.version >= version {
-            _ = await before.take.value
-            return ReceiveReport()
-        }
-        let next = Task {
-            _ = await before?.take.value
-            return await take()
-        }
-        started[key] = (version, next)
-        return await next.value
+    /// The newest record of `group` taken this run, once the takes started of it end; nil
+    /// when none started or none took it.
+    func taken(_ group: [UInt8]) async -> GroupRecord? {
+        await last[group]?.value.taken
     }
 }

@@ -115,9 +115,17 @@ extension Keystore {
     }
 
     /// Stores `record` unless the version kept is as new. Returns whether it was stored.
+    ///
+    /// A group's owner never changes: relays keep an id for the owner who registered it, and
+    /// only that owner signs its versions. A record of a kept group from another owner, even
+    /// a trusted one, is another group under the same id (a squatter's, or a mistake), and is
+    /// refused: whichever relay answered first would otherwise decide whose group it is.
     static func keep(_ db: Database, _ record: GroupRecord) throws -> Bool {
-        if let version = try Int64.fetchOne(db, sql: "SELECT version FROM relay_group WHERE id = ?", arguments: [Data(record.id)]) {
-            guard UInt64(version) < record.version else { return false }
+        if let row = try Row.fetchOne(db, sql: "SELECT version, record FROM relay_group WHERE id = ?", arguments: [Data(record.id)]) {
+            guard try GroupRecord(parsing: [UInt8](row[1] as Data)).owner == record.owner else {
+                throw VaultError.malformed(what: "the group record", detail: "its owner is not the owner of the group kept under its id")
+            }
+            guard UInt64(row[0] as Int64) < record.version else { return false }
         }
         try db.execute(sql: "INSERT OR REPLACE INTO relay_group (id, name, name_key, version, record) VALUES (?, ?, ?, ?, ?)",
                        arguments: [Data(record.id), record.name.value, record.name.key, Int64(record.version), Data(record.encoded)])

@@ -290,6 +290,27 @@ import VaultTestSupport
         #expect(try keystore.pendingAccepts().map(\.relay) == [relay], "a decline after the join is not accepted again")
     }
 
+    /// A group's owner never changes: a newer record under a kept group's id from another
+    /// owner, even a trusted peer naming this identity, is refused and the kept one stays.
+    /// A receive takes the listings of a group one after another, so without this the
+    /// relay that answered first would decide whose group it is.
+    @Test func aKeptGroupDoesNotChangeOwner() throws {
+        let keystore = try Keystore.create(home: home, label: Label("alice"), passphrase: nil)
+        let alice = try keystore.unlock(passphrase: nil)
+        let mallory = Identity.generate(label: try Label("mallory"), random: SecureRandom()).0
+        try keystore.addPeer(mallory.card, label: Label("mallory"), address: nil)
+        let relays = try Self.relays(2)
+        let record = try Self.team(of: alice, version: 1, relays: relays)
+        #expect(try keystore.take(group: record, joining: false) == true)
+        let other = try GroupRecord(id: record.id, version: 2, name: Label("team"), owner: mallory.card, relays: relays,
+                                    members: [GroupRecord.Member(label: mallory.label, card: mallory.card),
+                                              GroupRecord.Member(label: alice.label, card: alice.card)], signer: mallory)
+        #expect(throws: VaultError.self) { try keystore.take(group: other, joining: false) }
+        #expect(throws: VaultError.self) { try keystore.accept(group: other) }
+        #expect(try keystore.group(id: record.id)?.encoded == record.encoded)
+        #expect(try keystore.accept(group: try Self.team(of: alice, version: 2, relays: relays)), "the owner's own next version is kept")
+    }
+
     /// Refusals are kept to the newest 10,000; a leave is never trimmed with them, or anyone
     /// who names this identity in many groups could push it out and have the group taken back.
     @Test func aLeaveOutlivesTheTrimOfRefusals() throws {

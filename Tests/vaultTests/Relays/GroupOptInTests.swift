@@ -277,6 +277,31 @@ import VaultTestSupport
         for i in 1...3 { #expect(try OwnRelay(world, i).get(as: bob, "/v1/groups").text.contains(later), "r\(i)") }
     }
 
+    /// A take that fails does not stop the next relay's take of the same group: carol's
+    /// group was refused at r1 (bob did not trust her); r1 is down when bob trusts her, and
+    /// his receive, whose first take asks r1 again, takes it from r2 in the same run.
+    @Test func aTakeThatFailsDoesNotStopTheNext() throws {
+        let world = try RelayWorld()
+        let carol = try User("carol").initialize("carol")
+        try carol.ok("peer", "add", try world.bob.card(), "--label", "bob", "--yes")
+        try carol.ok("relay", "add", "r1", world.urls[0], "--yes")
+        try carol.ok("relay", "add", "r2", world.urls[1], "--yes")
+        try carol.ok("group", "create", "book club", "--relays", "r1,r2", "--members", "bob")
+        let refused = try world.bob.vault.run(["receive"])
+        #expect(refused.stderr.contains("relay r1: group ") && refused.stderr.contains("its owner is not a peer you trust"), "\(refused.stderr)")
+        let id = try carol.ok("group", "show", "book club").split(separator: "\n").first { $0.hasPrefix("id") }
+            .map { String($0.split(separator: " ").last!) }!
+        let keystore = try Keystore.open(home: VaultHome.resolve(explicit: world.bob.directory.file("home")))
+        #expect(try keystore.refusal(group: try #require([UInt8](hexID: id)))?.relayURL == world.urls[0])
+
+        #expect(world.relays[0].stop(SIGTERM) == 0)
+        try world.bob.ok("peer", "add", try carol.card(), "--label", "carol", "--yes")
+        let taken = try world.bob.vault.run(["receive"])
+        #expect(taken.stderr.contains("accepted group 'book club'"), "\(taken.stderr)")
+        #expect(try world.bob.ok("group", "list").contains("book club"))
+        #expect(try OwnRelay(world, 2).get(as: try world.bob.signingIdentity(), "/v1/groups").text.contains(id))
+    }
+
     /// Relays that stall (stopped, so the kernel takes the connection and nothing answers)
     /// cost a receive one deadline between them, not one each: asked one after another, the
     /// two here held the group refresh for twice the 30 s deadline before the listing's own.
