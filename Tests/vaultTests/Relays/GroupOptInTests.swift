@@ -18,6 +18,16 @@ import VaultTestSupport
         return mallory
     }
 
+    /// A carol, whom bob does not trust, who owns "book club" on r1 and r2 with bob.
+    func bookClub(_ world: RelayWorld) throws -> User {
+        let carol = try User("carol").initialize("carol")
+        try carol.ok("peer", "add", try world.bob.card(), "--label", "bob", "--yes")
+        try carol.ok("relay", "add", "r1", world.urls[0], "--yes")
+        try carol.ok("relay", "add", "r2", world.urls[1], "--yes")
+        try carol.ok("group", "create", "book club", "--relays", "r1,r2", "--members", "bob")
+        return carol
+    }
+
     /// Verified requests bob made to relay `i` (1-based): each spends a nonce row.
     func nonces(_ world: RelayWorld, _ i: Int) throws -> Int {
         try world.nonceCount(i)
@@ -236,11 +246,7 @@ import VaultTestSupport
     /// relay that listed it (which bob had declined it at).
     @Test func aRefusedGroupIsTakenOnceItsOwnerIsTrusted() throws {
         let world = try RelayWorld()
-        let carol = try User("carol").initialize("carol")
-        try carol.ok("peer", "add", try world.bob.card(), "--label", "bob", "--yes")
-        try carol.ok("relay", "add", "r1", world.urls[0], "--yes")
-        try carol.ok("relay", "add", "r2", world.urls[1], "--yes")
-        try carol.ok("group", "create", "book club", "--relays", "r1,r2", "--members", "bob")
+        let carol = try bookClub(world)
         try carol.ok("send", "--group", "book club", "-", stdin: "chapter 3 by friday")
         let refused = try world.bob.vault.run(["receive"])
         #expect(refused.stderr.contains("its owner is not a peer you trust"), "\(refused.stderr)")
@@ -282,11 +288,7 @@ import VaultTestSupport
     /// his receive, whose first take asks r1 again, takes it from r2 in the same run.
     @Test func aTakeThatFailsDoesNotStopTheNext() throws {
         let world = try RelayWorld()
-        let carol = try User("carol").initialize("carol")
-        try carol.ok("peer", "add", try world.bob.card(), "--label", "bob", "--yes")
-        try carol.ok("relay", "add", "r1", world.urls[0], "--yes")
-        try carol.ok("relay", "add", "r2", world.urls[1], "--yes")
-        try carol.ok("group", "create", "book club", "--relays", "r1,r2", "--members", "bob")
+        let carol = try bookClub(world)
         let refused = try world.bob.vault.run(["receive"])
         #expect(refused.stderr.contains("relay r1: group ") && refused.stderr.contains("its owner is not a peer you trust"), "\(refused.stderr)")
         let id = try carol.ok("group", "show", "book club").split(separator: "\n").first { $0.hasPrefix("id") }
