@@ -167,7 +167,10 @@ extension Messenger {
             if let known = try keystore.group(id: id) {
                 if known.owner == owner {
                     let taken = await takes.taken(id)
-                    if !(taken.map { $0.owner == owner && $0.relays.contains { $0.card == connection.card } } ?? false) {
+                    // Read again after the wait: left meanwhile (by another process), it is
+                    // not accepted here.
+                    if !(taken.map { $0.owner == owner && $0.relays.contains { $0.card == connection.card } } ?? false),
+                       try keystore.group(id: id) != nil {
                         try await answerGroup(id, ownerKey: owner.signingKey, accept: true, on: connection)
                     }
                     if entry.version > known.version {
@@ -234,8 +237,8 @@ extension Messenger {
     /// A refusal remembered of it never replaces the leave (the keystore keeps leaves), so a
     /// failed join keeps it as left.
     ///
-    /// Returns the record kept (now, or already at its version or newer) and accepted on
-    /// every relay it names; nil when nothing was.
+    /// Returns the record kept, now or before (at the fetched version or newer), once the
+    /// fetched one was accepted on every relay it names; nil when nothing was.
     @discardableResult
     static func take(_ id: [UInt8], version: UInt64, ownerKey: [UInt8]?, from connection: RelayConnection, keystore: Keystore,
                      identity: Identity, joining: Bool = false, report: inout ReceiveReport) async -> GroupRecord? {
@@ -264,7 +267,8 @@ extension Messenger {
                 for failure in await acceptEverywhere(record, keystore: keystore, identity: identity) {
                     report.problems.append(failure.description)
                 }
-                return record
+                // Kept already at its version or newer: the record kept is what this run holds.
+                return stored ? record : (try? keystore.group(id: id)) ?? record
             } catch {
                 let owner = ownerKey ?? (try? GroupRecord(parsing: bytes))?.owner.signingKey
                 if let owner {

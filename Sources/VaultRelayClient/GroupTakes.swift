@@ -28,7 +28,8 @@ actor GroupTakes {
                 return (ReceiveReport(), earlier)
             }
             let outcome = await take()
-            return (outcome.report, outcome.taken ?? earlier)
+            let newest = [outcome.taken, earlier].compactMap { $0 }.max { $0.version < $1.version }
+            return (outcome.report, newest)
         }
         last[group] = next
         return await next.value.report

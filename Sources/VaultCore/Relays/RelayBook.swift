@@ -122,7 +122,8 @@ extension Keystore {
     /// refused: whichever relay answered first would otherwise decide whose group it is.
     static func keep(_ db: Database, _ record: GroupRecord) throws -> Bool {
         if let row = try Row.fetchOne(db, sql: "SELECT version, record FROM relay_group WHERE id = ?", arguments: [Data(record.id)]) {
-            guard try GroupRecord(parsing: [UInt8](row[1] as Data)).owner == record.owner else {
+            // A kept record that no longer parses names no owner to hold to: replaced.
+            guard (try? GroupRecord(parsing: [UInt8](row[1] as Data)))?.owner ?? record.owner == record.owner else {
                 throw VaultError.malformed(what: "the group record", detail: "its owner is not the owner of the group kept under its id")
             }
             guard UInt64(row[0] as Int64) < record.version else { return false }

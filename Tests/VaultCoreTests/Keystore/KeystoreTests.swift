@@ -305,8 +305,9 @@ import VaultTestSupport
         let other = try GroupRecord(id: record.id, version: 2, name: Label("team"), owner: mallory.card, relays: relays,
                                     members: [GroupRecord.Member(label: mallory.label, card: mallory.card),
                                               GroupRecord.Member(label: alice.label, card: alice.card)], signer: mallory)
-        #expect(throws: VaultError.self) { try keystore.take(group: other, joining: false) }
-        #expect(throws: VaultError.self) { try keystore.accept(group: other) }
+        let changed = VaultError.malformed(what: "the group record", detail: "its owner is not the owner of the group kept under its id")
+        #expect(throws: changed) { try keystore.take(group: other, joining: false) }
+        #expect(throws: changed) { try keystore.accept(group: other) }
         #expect(try keystore.group(id: record.id)?.encoded == record.encoded)
         #expect(try keystore.accept(group: try Self.team(of: alice, version: 2, relays: relays)), "the owner's own next version is kept")
     }
