@@ -29,8 +29,14 @@ extension Messenger {
         let key: Key
         /// Remembered first by this relay's answer, this run.
         let isNew: Bool
+
+        init(group: [UInt8], owner: KeyCard, isNew: Bool) {
+            key = Key(group: group, owner: owner)
+            self.isNew = isNew
+        }
+
         /// The group, as a refusal's line names it.
-        let line: String
+        var line: String { "group \(key.group.hex.prefix(8)) (owner's fingerprint \(key.owner.fingerprint))" }
     }
 
     /// Asks every pinned relay and every relay of a known group for the groups this
@@ -185,8 +191,7 @@ extension Messenger {
                 case .untrusted where !trusted.contains(owner):
                     // Refused already, and said so (or to be said, when another relay's
                     // answer remembered it this run): declined at this relay too, silently.
-                    refused.append(Refused(key: Refused.Key(group: id, owner: owner), isNew: false,
-                                           line: "group \(entry.group.prefix(8)) (owner's fingerprint \(owner.fingerprint))"))
+                    refused.append(Refused(group: id, owner: owner, isNew: false))
                     if declined < declinesPerRun {
                         declined += 1
                         try? await answerGroup(id, ownerKey: owner.signingKey, accept: false, on: connection)
@@ -199,8 +204,7 @@ extension Messenger {
             guard trusted.contains(owner) else {
                 let isNew = try keystore.remember(GroupRefusal(group: id, owner: owner.signingKey, version: entry.version, reason: .untrusted,
                                                                relayURL: connection.url, relayCard: connection.card))
-                refused.append(Refused(key: Refused.Key(group: id, owner: owner), isNew: isNew,
-                                       line: "group \(entry.group.prefix(8)) (owner's fingerprint \(owner.fingerprint))"))
+                refused.append(Refused(group: id, owner: owner, isNew: isNew))
                 // Declined here, so the relay stops listing it; the refusal is remembered, so
                 // it is taken if the owner is trusted later.
                 if declined < declinesPerRun {
