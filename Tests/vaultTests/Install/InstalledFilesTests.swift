@@ -71,7 +71,7 @@ import VaultTestSupport
             let other = try User(label).initialize(label)
             try alice.ok("peer", "add", try other.card(), "--label", label, "--yes")
         }
-        let id = try alice.ok(["share", "-", "--to", "bob", "-k", "2", "--name", "door", "--out-dir", alice.directory.file("out")], stdin: "x")
+        let id = try alice.ok(["share", "-", "--to", "bob", "-k", "2", "--name", "garden", "--out-dir", alice.directory.file("out")], stdin: "x")
         // As bash calls the installed script's function for the word under the cursor (fish
         // and zsh call the same `vault ---completion` back; fish cannot outside a terminal).
         let script = """
@@ -88,10 +88,14 @@ import VaultTestSupport
                                               environment: ["PATH": prefix + "/bin:/usr/bin:/bin", "VAULT_HOME": alice.vault.home])
             return result.stdout.split(separator: "\n").map(String.init)
         }
-        #expect(try offered("vault peer show c") == ["carol"])
-        #expect(try offered("vault share - --to bob,") == ["bob,carol"])
-        #expect(try offered("vault recover d") == ["door"])
-        #expect(try offered("vault recover \(id.prefix(3))").contains(String(id.prefix(16))))
+        let peer = try offered("vault peer show c"), listed = try offered("vault share - --to bob,")
+        #expect(peer == ["carol"])
+        #expect(listed == ["bob,carol"])
+        // A name that no hex id can start with: "d" would also offer an id that starts with d.
+        let named = try offered("vault recover g")
+        #expect(named == ["garden"])
+        let byID = try offered("vault recover \(id.prefix(3))")
+        #expect(byID.contains(String(id.prefix(16))))
     }
 
     @Test func theServiceUnitVerifiesAndIsHardened() throws {
