@@ -134,21 +134,55 @@ extension Messenger {
         let trusted = Set(try keystore.peers().map(\.card.signingKey) + [identity.card.signingKey])
         for entry in list.groups.prefix(1000) {
             guard let id = [UInt8](hexID: entry.id) else { continue }
+            // A relay older than 2026-11-29 does not say the owner (nor does a malformed one).
+            let listedOwner = entry.owner.flatMap { Base64URL.decode($0, length: 32) }
             // The version alone, for most groups listed are known at it already.
             let knownVersion = try keystore.groupVersion(id: id)
             if let knownVersion, knownVersion >= entry.version { continue }
             let known = knownVersion == nil ? nil : try keystore.group(id: id)
-            // Accepted here but refused by this identity: a relay's members from before
-            // opt-in were accepted for them. Declined here, silently; not fetched again.
-            if known == nil, let refusal = try keystore.refusal(group: id) {
-                if refusal.reason == .untrusted && !trusted.contains(refusal.owner) {
-                    try? await answerGroup(id, ownerKey: refusal.owner, accept: false, on: connection)
-                    continue
-                }
-                if refusal.reason == .invalid, entry.version <= refusal.version { continue }
+            if let known, let listedOwner, listedOwner != known.owner.signingKey {
+                // This relay's group of that id is another owner's (a squatter's, accepted
+                // for this identity before opt-in): not the group kept here. Declined.
+                try? await answerGroup(id, ownerKey: listedOwner, accept: false, on: connection)
+                continue
             }
-            await take(id, version: entry.version, ownerKey: known?.owner.signingKey, from: connection, keystore: keystore,
-                       identity: identity, once: takes, report: &report)
+            if known == nil,
+               try await staysRefused(id, version: entry.version, owner: listedOwner, trusted: trusted, keystore: keystore, on: connection) {
+                continue
+            }
+            await take(id, version: entry.version, ownerKey: known?.owner.signingKey ?? listedOwner, from: connection,
+                       keystore: keystore, identity: identity, once: takes, report: &report)
+        }
+    }
+
+    /// Whether a group a relay lists as accepted by this identity (a relay's members from
+    /// before opt-in were accepted for them), and not kept here, stays refused: from an
+    /// owner still not trusted (then declined there, silently), or a version no newer than
+    /// one found not valid. Not fetched again either way.
+    ///
+    /// The refusal is looked up for the owner the relay lists: by id alone, a squatter's
+    /// refused group of the same id (at another relay) would keep out the owner's own. A
+    /// relay that does not list owners gets the latest refusal of the id, and the decline
+    /// names that refusal's owner: a relay whose group of that id has another owner answers
+    /// `other_owner`, and that group is fetched and judged like any other.
+    private static func staysRefused(_ id: [UInt8], version: UInt64, owner listed: [UInt8]?, trusted: Set<[UInt8]>,
+                                     keystore: Keystore, on connection: RelayConnection) async throws -> Bool {
+        let found = if let listed { try keystore.refusal(group: id, owner: listed) } else { try keystore.refusal(group: id) }
+        guard let refusal = found else { return false }
+        switch refusal.reason {
+        case .untrusted where !trusted.contains(refusal.owner):
+            do {
+                try await answerGroup(id, ownerKey: refusal.owner, accept: false, on: connection)
+            } catch let error as RelayError where error.code == "other_owner" {
+                return false
+            } catch {
+                // Asked again at the next receive.
+            }
+            return true
+        case .invalid:
+            return version <= refusal.version
+        default:
+            return false
         }
     }
 

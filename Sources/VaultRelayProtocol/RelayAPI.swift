@@ -23,17 +23,20 @@ public enum RelayAPI {
         }
     }
 
-    /// A group the caller is a member of, by id and version.
+    /// A group the caller is a member of, by id, version and owner.
     public struct GroupEntry: Codable, Sendable {
         /// 32 hex digits.
         public let id: String
         /// The record's version.
         public let version: UInt64
+        /// The owner's Ed25519 key in base64url; absent from a relay older than 2026-11-29.
+        public let owner: String?
 
         /// An entry.
-        public init(id: String, version: UInt64) {
+        public init(id: String, version: UInt64, owner: String?) {
             self.id = id
             self.version = version
+            self.owner = owner
         }
     }
 

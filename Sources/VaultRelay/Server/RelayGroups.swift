@@ -54,7 +54,7 @@ extension Relay {
     /// `GET /v1/groups`: the groups the caller is a member of and accepted.
     func listGroups(caller: Caller) async throws -> Response {
         let groups = try await store.groups(member: caller.key)
-        return answer(json: RelayAPI.Groups(groups: groups.map { RelayAPI.GroupEntry(id: $0.id.hex, version: $0.version) }),
+        return answer(json: RelayAPI.Groups(groups: groups.map { RelayAPI.GroupEntry(id: $0.id.hex, version: $0.version, owner: Base64URL.encode($0.owner)) }),
                       nonce: caller.nonce)
     }
 

@@ -360,6 +360,46 @@ import VaultTestSupport
         #expect(try world.alice.ok("receive") == "through all three")
     }
 
+    /// A squatter's refused group does not keep out the owner's group of the same id at
+    /// another relay: a relay lists the owner of each group a member accepted, and the
+    /// refusal is looked up for that owner. (By id alone, bob's receive declined alice's
+    /// group with mallory's key, r1 answered other_owner, and alice's group was never taken.)
+    @Test func aSquattersRefusalDoesNotKeepOutTheOwnersGroup() throws {
+        let world = try RelayWorld()
+        let malloryIdentity = try mallory(world).signingIdentity()
+        let aliceIdentity = try world.alice.signingIdentity()
+        let bobIdentity = try world.bob.signingIdentity()
+        let id = SecureRandom().bytes(16)
+        let relays = try (1...3).map { try OwnRelay(world, $0) }
+        func record(_ owner: Identity, _ name: String, relays named: [Int]) throws -> [UInt8] {
+            try GroupRecord(id: id, version: 1, name: Label(name), owner: owner.card,
+                            relays: try named.map { GroupRecord.Relay(name: try Label("r\($0)"), url: world.urls[$0 - 1], card: relays[$0 - 1].card) },
+                            members: [GroupRecord.Member(label: owner.label, card: owner.card),
+                                      GroupRecord.Member(label: bobIdentity.label, card: bobIdentity.card)],
+                            signer: owner).encoded
+        }
+        // bob takes the team first, so his receives ask r1 to r3.
+        #expect(try world.bob.vault.run(["receive"]).status == 0)
+        // mallory's group of that id on r2: bob's receive refuses it, and declines it there.
+        #expect(try relays[1].put(as: malloryIdentity, "/v1/groups/\(id.hex)", body: record(malloryIdentity, "squat", relays: [2, 3])).status == 204)
+        let refused = try world.bob.vault.run(["receive"])
+        #expect(refused.status == 0 && refused.stderr.contains("its owner is not a peer you trust"), "\(refused.stderr)")
+        // alice's group of the same id on r1, accepted there for bob (as a relay accepted its
+        // members from before opt-in, or as bob's other machine did).
+        #expect(try relays[0].put(as: aliceIdentity, "/v1/groups/\(id.hex)", body: record(aliceIdentity, "garden", relays: [1, 3])).status == 204)
+        let accepted = try relays[0].post(as: bobIdentity, "/v1/groups/\(id.hex)/accept",
+                                          json: RelayAPI.Answer(owner: Base64URL.encode(aliceIdentity.card.signingKey)))
+        #expect(accepted.status == 204, "\(accepted)")
+        let listed = try JSONDecoder().decode(RelayAPI.Groups.self, from: Data(try relays[0].get(as: bobIdentity, "/v1/groups").body)).groups
+        #expect(listed.first { $0.id == id.hex }?.owner == Base64URL.encode(aliceIdentity.card.signingKey))
+        // bob's next receive takes alice's group from r1; mallory's stays refused.
+        let taken = try world.bob.vault.run(["receive"])
+        #expect(taken.status == 0, "\(taken.stderr)")
+        let groups = try world.bob.ok("group", "list")
+        #expect(groups.contains("garden") && !groups.contains("squat"), "\(groups)\n\(taken.stderr)")
+        #expect(try relays[1].get(as: bobIdentity, "/v1/invitations").text == "{\"invitations\":[]}")
+    }
+
     /// L4: mallory learns the team's id before r3 has its record (it was down) and registers
     /// it there first. alice's record is refused there (not_the_owner); bob's acceptance there,
     /// naming alice, is refused too (other_owner), so bob never joins mallory's group; the
@@ -377,13 +417,15 @@ import VaultTestSupport
         // mallory's own record of that id, naming r3 and bob: r3 has alice's already, so
         // first it is forgotten (the relay was down when alice created the group).
         try world.database(3).write { db in try db.execute(sql: "DELETE FROM groups") }
-        let squat = try GroupRecord(id: teamID, version: 1, name: Label("team"), owner: malloryIdentity.card,
-                                    relays: [GroupRecord.Relay(name: Label("r3"), url: world.urls[2], card: r3.card),
-                                             GroupRecord.Relay(name: Label("r1"), url: world.urls[0], card: try OwnRelay(world, 1).card)],
-                                    members: [GroupRecord.Member(label: malloryIdentity.label, card: malloryIdentity.card),
-                                              GroupRecord.Member(label: Label("bob"), card: bobCard)],
-                                    signer: malloryIdentity)
-        #expect(try r3.put(as: malloryIdentity, "/v1/groups/\(team)", body: squat.encoded).status == 204)
+        func squat(version: UInt64) throws -> [UInt8] {
+            try GroupRecord(id: teamID, version: version, name: Label("team"), owner: malloryIdentity.card,
+                            relays: [GroupRecord.Relay(name: Label("r3"), url: world.urls[2], card: r3.card),
+                                     GroupRecord.Relay(name: Label("r1"), url: world.urls[0], card: try OwnRelay(world, 1).card)],
+                            members: [GroupRecord.Member(label: malloryIdentity.label, card: malloryIdentity.card),
+                                      GroupRecord.Member(label: Label("bob"), card: bobCard)],
+                            signer: malloryIdentity).encoded
+        }
+        #expect(try r3.put(as: malloryIdentity, "/v1/groups/\(team)", body: squat(version: 1)).status == 204)
         // alice's record, as r1 keeps it, sent to r3 by alice: refused, the id is mallory's there.
         let aliceIdentity = try world.alice.signingIdentity()
         let record = try world.database(1).read { db in [UInt8](try Data.fetchOne(db, sql: "SELECT record FROM groups")!) }
@@ -400,6 +442,17 @@ import VaultTestSupport
         let received = try world.bob.vault.run(["receive"])
         #expect(received.stdout == "not for mallory", "\(received.stderr)")
         #expect(!(try r3.get(as: bob, "/v1/groups").text.contains(team)), "bob is not a member of mallory's team on r3")
+        // Had r3 accepted mallory's group for bob (as a relay accepted its members from before
+        // opt-in), at a version above the team's: bob's receive declines it there, silently,
+        // for r3 lists its owner, and fetches nothing of it.
+        #expect(try r3.put(as: malloryIdentity, "/v1/groups/\(team)", body: squat(version: 2)).status == 204)
+        let squatAccepted = try r3.post(as: bob, "/v1/groups/\(team)/accept", json: RelayAPI.Answer(owner: Base64URL.encode(malloryIdentity.card.signingKey)))
+        #expect(squatAccepted.status == 204, "\(squatAccepted)")
+        let declined = try world.bob.vault.run(["receive"])
+        #expect(declined.status == 0 && !declined.stderr.contains("not accepted"), "\(declined.stderr)")
+        #expect(!(try r3.get(as: bob, "/v1/groups").text.contains(team)), "bob declined mallory's team on r3")
+        let kept = try world.bob.ok("group", "list")
+        #expect(kept.contains("\tteam\t") && kept.contains("owner alice"), "\(kept)")
 
         // The race: 16 PUTs of one new id at once, half by alice, half by mallory.
         let raced = SecureRandom().bytes(16)
