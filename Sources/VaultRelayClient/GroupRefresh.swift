@@ -50,13 +50,17 @@ extension Messenger {
         // those still out of reach are asked at the next run.
         async let told = tellRelays((try? keystore.pendingDeclines()) ?? [], keystore: keystore, identity: identity)
         async let accepted = acceptAgain((try? keystore.pendingAccepts()) ?? [], keystore: keystore, identity: identity)
+        // A relay that cannot be reached, or stalls, is asked nothing more in this refresh: it
+        // costs the refresh one deadline, not one for each record it lists (RelayOutages).
+        let outages = RelayOutages()
         var connections: [String: RelayConnection] = [:]
         for relay in (try? keystore.pinnedRelays()) ?? [] {
             connections[relay.card.fingerprint] = RelayConnection(name: relay.label.value, url: relay.url, card: relay.card, identity: identity)
+                .sharing(outages)
         }
         for group in (try? keystore.groups()) ?? [] {
             for relay in group.relays where connections[relay.card.fingerprint] == nil {
-                connections[relay.card.fingerprint] = RelayConnection(relay, identity: identity)
+                connections[relay.card.fingerprint] = RelayConnection(relay, identity: identity).sharing(outages)
             }
         }
         // Every relay is asked at once, so relays that stall cost one deadline between them,
@@ -70,7 +74,7 @@ extension Messenger {
             // relay that listed them.
             for (index, refusal) in nowTrusted.enumerated() {
                 let connection = connections[refusal.relayCard.fingerprint]
-                    ?? RelayConnection(name: refusal.relayURL, url: refusal.relayURL, card: refusal.relayCard, identity: identity)
+                    ?? RelayConnection(name: refusal.relayURL, url: refusal.relayURL, card: refusal.relayCard, identity: identity).sharing(outages)
                 tasks.addTask {
                     var report = ReceiveReport()
                     await take(refusal.group, version: refusal.version, ownerKey: refusal.owner, from: connection, keystore: keystore,
@@ -86,6 +90,8 @@ extension Messenger {
                         try await refreshAccepted(connection, keystore: keystore, identity: identity, takes: takes, report: &report)
                         try await answerInvitations(connection, keystore: keystore, identity: identity, takes: takes,
                                                     refused: &refused, report: &report)
+                    } catch let error as RelayError where error.code == RelayOutages.code {
+                        // Said once already, at the outage that gave the relay up.
                     } catch {
                         report.problems.append(VaultError.words(for: error))
                     }
@@ -320,6 +326,8 @@ extension Messenger {
                 }
                 report.problems.append("group \(id.hex.prefix(8)) from relay \(connection.name): \(VaultError.words(for: error)); not accepted")
             }
+        } catch let error as RelayError where error.code == RelayOutages.code {
+            // Said once already, at the outage that gave the relay up.
         } catch {
             report.problems.append(VaultError.words(for: error))
         }

@@ -10,8 +10,8 @@ public struct RelayError: Error, UserFacingError {
     /// The relay's name.
     public let relay: String
     /// The relay's stable code (`not_a_member`, …), or `unreachable` (no connection),
-    /// `interrupted` (a connection cut short), `forged`, `malformed` or `tls` for what the
-    /// client found itself.
+    /// `interrupted` (a connection cut short, or an answer that stalled), `forged`,
+    /// `malformed`, `tls` or `given_up` (``RelayOutages``) for what the client found itself.
     public let code: String
     /// What happened.
     public let words: String
@@ -47,6 +47,9 @@ public struct RelayConnection: Sendable {
     /// The card its answers must be signed by.
     public let card: KeyCard
     private let identity: Identity
+    /// The pass this connection is part of, whose relays that could not be reached or
+    /// stalled are asked nothing more in it (``RelayOutages``); nil outside one.
+    private var outages: RelayOutages?
 
     /// A connection to a relay as pinned (or as named by an accepted group record).
     public init(name: String, url: String, card: KeyCard, identity: Identity) {
@@ -54,6 +57,13 @@ public struct RelayConnection: Sendable {
         self.url = url
         self.card = card
         self.identity = identity
+    }
+
+    /// This connection, as part of a pass that gives up on a relay at its first outage.
+    func sharing(_ outages: RelayOutages) -> RelayConnection {
+        var connection = self
+        connection.outages = outages
+        return connection
     }
 
     /// A connection to one of a group's relays, as its record names it.
@@ -83,6 +93,7 @@ public struct RelayConnection: Sendable {
     /// for a request the relay may hold (a waiting list), within `deadline`.
     func send(_ method: HTTPMethod, _ path: String, body: [UInt8] = [], limit: Int = 1 << 20,
               deadline: TimeAmount = RelayHTTPClient.smallDeadline, waiting: Bool = false) async throws -> (Int, [UInt8]) {
+        if let outages, outages.contains(card) { throw RelayOutages.givenUp(name) }
         let nonce = SecureRandom().bytes(RequestSignature.nonceLength)
         var request = HTTPClientRequest(url: url + path)
         request.method = method
@@ -91,7 +102,13 @@ public struct RelayConnection: Sendable {
             request.headers.add(name: field, value: value)
         }
         if !body.isEmpty { request.body = .bytes(body) }
-        let (status, headers, answer) = try await Self.exchange(request, relay: name, limit: limit, deadline: deadline, waiting: waiting)
+        let (status, headers, answer): (Int, HTTPHeaders, [UInt8])
+        do {
+            (status, headers, answer) = try await Self.exchange(request, relay: name, limit: limit, deadline: deadline, waiting: waiting)
+        } catch {
+            outages?.note(error, of: card)
+            throw error
+        }
         try Self.verify(headers: headers, status: status, body: answer, nonce: nonce, card: card, relay: name)
         return (status, answer)
     }
@@ -157,11 +174,20 @@ public struct RelayConnection: Sendable {
                          deadline: TimeAmount = RelayHTTPClient.smallDeadline, waiting: Bool = false) async throws -> (Int, HTTPHeaders, [UInt8]) {
         let response = try await RelayHTTPClient.execute(request, relay: relay, deadline: deadline, waiting: waiting)
         var body: [UInt8] = []
-        for try await buffer in response.body {
-            guard body.count + buffer.readableBytes <= limit else {
-                throw RelayError(relay: relay, code: "malformed", words: "its answer is longer than \(ByteCount.limit(UInt64(limit))))")
+        do {
+            for try await buffer in response.body {
+                guard body.count + buffer.readableBytes <= limit else {
+                    throw RelayError(relay: relay, code: "malformed", words: "its answer is longer than \(ByteCount.limit(UInt64(limit))))")
+                }
+                body += buffer.readableBytesView
             }
-            body += buffer.readableBytesView
+        } catch let error as RelayError {
+            throw error
+        } catch let error as CancellationError {
+            throw error
+        } catch {
+            // Cut short, or stalled, after its answer began.
+            throw RelayError(relay: relay, code: "interrupted", words: "cannot reach it: \(ConnectionFailure.words(for: error))")
         }
         return (Int(response.status.code), response.headers, body)
     }

@@ -320,6 +320,34 @@ import VaultTestSupport
         #expect(received.stderr.contains("relay r2: ") && received.stderr.contains("relay r3: "), "\(received.stderr)")
     }
 
+    /// A relay that answers its lists, then stalls on every record it lists, costs a receive
+    /// one deadline, not one a record: the rest of the refresh asks it nothing more, and the
+    /// stall is said once. (The relay is r3 behind Tests/Interop/stalling_proxy.py, which
+    /// withholds every `GET /v1/groups/ID`; five of alice's groups that only r3 has name bob.
+    /// Fetched in turn, the five records cost 150 s.)
+    @Test func aRelayThatStallsOnEveryRecordCostsOneDeadline() throws {
+        let world = try RelayWorld()
+        _ = try world.bob.ok("receive")
+        // Five groups on r2 and r3, then forgotten by r2 (as if it had been down), so r3 alone
+        // lists them.
+        for i in 0..<5 { try world.alice.ok("group", "create", "slow\(i)", "--relays", "r2,r3", "--members", "bob") }
+        let team = try #require([UInt8](hexID: try world.groupID()))
+        try world.database(2).write { db in try db.execute(sql: "DELETE FROM groups WHERE id != ?", arguments: [Data(team)]) }
+        let script = ForeignNoiseTests.root.appendingPathComponent("Tests/Interop/stalling_proxy.py").path
+        let proxy = try BackgroundProcess("/usr/bin/python3", [script, String(world.urls[2].split(separator: ":").last!)],
+                                          environment: [:], logPath: world.directory.file("proxy.log"))
+        defer { _ = proxy.stop(SIGKILL) }
+        let port = try proxy.waitFor("listening on ([0-9]+)")
+        try world.bob.ok("relay", "add", "slow", "http://127.0.0.1:\(port)", "--yes")
+        let start = Date()
+        let received = try world.bob.vault.run(["receive"])
+        let took = Date().timeIntervalSince(start)
+        #expect(took < 80, "the receive took \(Int(took)) s")
+        let said = received.stderr.split(separator: "\n").filter { $0.contains("relay slow: ") }
+        #expect(said.count == 1 && said[0].contains("cannot reach it"), "\(received.stderr)")
+        #expect(try world.bob.ok("group", "list").split(separator: "\n").count == 1, "no record was fetched")
+    }
+
     /// `GET /v1/messages?group=G` lists that group's messages only; a group id that is not
     /// 32 lowercase hex digits is refused.
     @Test func theListTakesAGroup() throws {
