@@ -140,7 +140,7 @@ extension Messenger {
         let trusted = Set(try keystore.peers().map(\.card.signingKey) + [identity.card.signingKey])
         for entry in list.groups.prefix(1000) {
             guard let id = [UInt8](hexID: entry.id) else { continue }
-            // A relay older than 2026-11-29 does not say the owner (nor does a malformed one).
+            // A relay from before owners were listed does not say the owner (nor does a malformed one).
             let listedOwner = entry.owner.flatMap { Base64URL.decode($0, length: 32) }
             // The version alone, for most groups listed are known at it already.
             let knownVersion = try keystore.groupVersion(id: id)
@@ -187,6 +187,8 @@ extension Messenger {
             return true
         case .invalid:
             return version <= refusal.version
+        case .damaged:
+            return refusal.relayCard == connection.card && version <= refusal.version
         default:
             return false
         }
@@ -238,6 +240,7 @@ extension Messenger {
                     }
                     continue
                 case .invalid where entry.version <= refusal.version: continue
+                case .damaged where refusal.relayCard == connection.card && entry.version <= refusal.version: continue
                 default: break
                 }
             }
@@ -287,7 +290,7 @@ extension Messenger {
     static func take(_ id: [UInt8], version: UInt64, ownerKey: [UInt8]?, from connection: RelayConnection, keystore: Keystore,
                      identity: Identity, joining: Bool = false, report: inout ReceiveReport) async -> GroupRecord? {
         if !joining, let left = try? keystore.leftGroup(id) {
-            try? await answerGroup(id, ownerKey: left.owner, accept: false, on: connection)
+            try? await answerGroup(id, ownerKey: ownerKey ?? left.owner, accept: false, on: connection)
             return nil
         }
         do {
@@ -314,15 +317,11 @@ extension Messenger {
                 // Kept already at its version or newer: the record kept is what this run holds.
                 return stored ? record : (try? keystore.group(id: id)) ?? record
             } catch {
-                let owner = ownerKey ?? (try? GroupRecord(parsing: bytes))?.owner.signingKey
-                if let owner {
-                    var reason = GroupRefusal.Reason.invalid
-                    if case .untrustedDealer = error as? VaultError { reason = .untrusted }
-                    _ = try? keystore.remember(GroupRefusal(group: id, owner: owner, version: version, reason: reason,
-                                                        relayURL: connection.url, relayCard: connection.card))
+                if let refusal = refusal(of: id, version: version, ownerKey: ownerKey, bytes: bytes, error: error, from: connection) {
+                    _ = try? keystore.remember(refusal)
                     // An owner not trusted: so the relay lists it no more. A record that was
                     // not valid is not declined: its next version must still be listed.
-                    if reason == .untrusted { try? await answerGroup(id, ownerKey: owner, accept: false, on: connection) }
+                    if refusal.reason == .untrusted { try? await answerGroup(id, ownerKey: refusal.owner, accept: false, on: connection) }
                 }
                 report.problems.append("group \(id.hex.prefix(8)) from relay \(connection.name): \(VaultError.words(for: error)); not accepted")
             }
@@ -332,6 +331,29 @@ extension Messenger {
             report.problems.append(VaultError.words(for: error))
         }
         return nil
+    }
+
+    /// What a take that failed with `error` remembers, by whose doing it failed. The owner's
+    /// own record of the id (it verified, from the owner listed) that is not one to take is
+    /// refused at every relay: `untrusted`, or `invalid` up to its own version. Bytes that
+    /// are not that (no record, another id's, another owner's) are the relay's doing:
+    /// `damaged`, at that relay only, up to the version it listed. Were they refused
+    /// everywhere, a relay could list a trusted owner's card beside an id at a version of
+    /// its choosing, serve anything, and keep that owner's group out at every relay.
+    private static func refusal(of id: [UInt8], version: UInt64, ownerKey: [UInt8]?, bytes: [UInt8], error: any Error,
+                                from connection: RelayConnection) -> GroupRefusal? {
+        let parsed = try? GroupRecord(parsing: bytes)
+        if let record = parsed, record.id == id, ownerKey.map({ $0 == record.owner.signingKey }) ?? true {
+            if case .untrustedDealer = error as? VaultError {
+                return GroupRefusal(group: id, owner: record.owner.signingKey, version: version, reason: .untrusted,
+                                    relayURL: connection.url, relayCard: connection.card)
+            }
+            return GroupRefusal(group: id, owner: record.owner.signingKey, version: record.version, reason: .invalid,
+                                relayURL: connection.url, relayCard: connection.card)
+        }
+        return ownerKey.map {
+            GroupRefusal(group: id, owner: $0, version: version, reason: .damaged, relayURL: connection.url, relayCard: connection.card)
+        }
     }
 
     /// Accepts `record` on every relay it names, all at once (the owner's own record is its

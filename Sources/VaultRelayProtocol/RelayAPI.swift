@@ -29,7 +29,7 @@ public enum RelayAPI {
         public let id: String
         /// The record's version.
         public let version: UInt64
-        /// The owner's Ed25519 key in base64url; absent from a relay older than 2026-11-29.
+        /// The owner's Ed25519 key in base64url; absent from a relay from before owners were listed.
         public let owner: String?
 
         /// An entry.

@@ -512,6 +512,29 @@ enum KeystoreSchema {
                 ) WITHOUT ROWID;
                 """)
         }
+        // A fourth reason, 'damaged': a relay served bytes that are not the listed owner's
+        // record of the id. That is the relay's doing, so such a refusal holds at that relay
+        // only, where 'invalid' (the owner's own record, verified, not one to take) holds at
+        // every relay: a relay that lied could otherwise keep a trusted owner's group out
+        // everywhere, up to a version it chose. The table is made again for the CHECK.
+        migrator.registerMigration("v21-group-refused-damaged") { db in
+            try db.execute(sql: """
+                CREATE TABLE group_refused_new (
+                    group_id BLOB NOT NULL CHECK (length(group_id) = 16),
+                    owner BLOB NOT NULL CHECK (length(owner) = 32),
+                    version INTEGER NOT NULL,
+                    reason TEXT NOT NULL CHECK (reason IN ('untrusted', 'invalid', 'left', 'damaged')),
+                    relay_url TEXT NOT NULL,
+                    relay_card BLOB NOT NULL CHECK (length(relay_card) = 65),
+                    refused_at INTEGER NOT NULL,
+                    PRIMARY KEY (group_id, owner)
+                ) WITHOUT ROWID;
+                INSERT INTO group_refused_new SELECT group_id, owner, version, reason, relay_url, relay_card, refused_at FROM group_refused;
+                DROP TABLE group_refused;
+                ALTER TABLE group_refused_new RENAME TO group_refused;
+                CREATE INDEX group_refused_by_owner ON group_refused(owner);
+                """)
+        }
         return migrator
     }
 

@@ -8,9 +8,14 @@ public struct GroupRefusal: Sendable, Equatable {
     public enum Reason: String, Sendable {
         /// Its owner was not this identity or a trusted peer. Asked about again once it is.
         case untrusted
-        /// Its record was not valid (it did not parse or verify, was for another id, or did
-        /// not name this identity). Fetched again only at a higher version.
+        /// Its owner's record (it verified, and is of the id and owner listed) was not one to
+        /// take (it did not name this identity, or was older than the one left). Fetched
+        /// again, from any relay, only at a higher version.
         case invalid
+        /// The relay served bytes that are not the listed owner's record of the id (they did
+        /// not parse or verify, or were another id's or another owner's): the relay's doing,
+        /// so the refusal holds at that relay only, up to the version it listed.
+        case damaged
         /// This identity left it (`vault group leave`). Declined at every relay that lists
         /// it, at any version, until this identity joins it again (`vault group join`).
         case left
@@ -193,13 +198,15 @@ extension Keystore {
 
     /// Stores `refusal` over any row of its group and owner, but a refusal never over a
     /// leave: whatever a relay lists later, only a join (``forgetRefusal(group:owner:)``)
-    /// undoes a leave.
+    /// undoes a leave. Nor does one relay's damage replace what the owner's own record
+    /// showed (a refusal for another reason), which holds at every relay.
     private static func store(_ db: Database, _ refusal: GroupRefusal) throws {
         try db.execute(sql: """
             INSERT INTO group_refused (group_id, owner, version, reason, relay_url, relay_card, refused_at) VALUES (?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT (group_id, owner) DO UPDATE SET version = excluded.version, reason = excluded.reason, relay_url = excluded.relay_url,
                 relay_card = excluded.relay_card, refused_at = excluded.refused_at
-            WHERE group_refused.reason != 'left' OR excluded.reason = 'left'
+            WHERE (group_refused.reason != 'left' OR excluded.reason = 'left')
+              AND (excluded.reason != 'damaged' OR group_refused.reason = 'damaged')
             """, arguments: [Data(refusal.group), Data(refusal.owner), Int64(clamping: refusal.version), refusal.reason.rawValue,
                              refusal.relayURL, Data(refusal.relayCard.encoded), Int64(Date().timeIntervalSince1970)])
     }

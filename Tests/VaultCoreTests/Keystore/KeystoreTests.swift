@@ -337,6 +337,22 @@ import VaultTestSupport
         #expect(refusals == Keystore.maximumRefusals)
     }
 
+    /// One relay's damage never replaces what the owner's own record showed: a refusal for
+    /// another reason holds at every relay, a damaged one only at its relay.
+    @Test func aRelaysDamageDoesNotReplaceTheOwnersRefusal() throws {
+        let keystore = try Keystore.create(home: home, label: Label("alice"), passphrase: nil)
+        let card = try KeyCard(text: KeyCardTests.vectorText)
+        let group = [UInt8](repeating: 4, count: 16), owner = [UInt8](repeating: 5, count: 32)
+        func refusal(_ reason: GroupRefusal.Reason, _ version: UInt64) -> GroupRefusal {
+            GroupRefusal(group: group, owner: owner, version: version, reason: reason, relayURL: "http://127.0.0.1:1", relayCard: card)
+        }
+        try keystore.remember(refusal(.damaged, 9))
+        #expect(try keystore.refusal(group: group, owner: owner) == refusal(.damaged, 9))
+        try keystore.remember(refusal(.invalid, 2))
+        try keystore.remember(refusal(.damaged, 1 << 40))
+        #expect(try keystore.refusal(group: group, owner: owner) == refusal(.invalid, 2))
+    }
+
     @Test func managesPeers() throws {
         let keystore = try Keystore.create(home: home, label: Label("alice"), passphrase: nil)
         let card = try KeyCard(text: KeyCardTests.vectorText)

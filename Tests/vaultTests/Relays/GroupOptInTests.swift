@@ -428,6 +428,38 @@ import VaultTestSupport
         #expect(try relays[1].get(as: bobIdentity, "/v1/invitations").text == "{\"invitations\":[]}")
     }
 
+    /// A relay that lists a trusted owner's card beside an id, at a version of its choosing,
+    /// and serves anything but that owner's record, keeps the group out at that relay only:
+    /// the owner's record of that id is still taken from the others. (Refused everywhere up
+    /// to the version r3 listed, alice's group was never taken.)
+    @Test func aRelaysDamageIsRefusedThereOnly() throws {
+        let world = try RelayWorld()
+        _ = try world.bob.ok("receive")
+        let aliceIdentity = try world.alice.signingIdentity()
+        let bobIdentity = try world.bob.signingIdentity()
+        let id = SecureRandom().bytes(16)
+        try world.database(3).write { db in
+            try db.execute(sql: "INSERT INTO groups (id, version, owner, record, owner_card) VALUES (?, ?, ?, ?, ?)",
+                           arguments: [Data(id), Int64(1) << 40, Data(aliceIdentity.card.signingKey), Data("not a record".utf8),
+                                       Data(aliceIdentity.card.encoded)])
+            try db.execute(sql: "INSERT INTO members (group_id, signing_key) VALUES (?, ?)", arguments: [Data(id), Data(bobIdentity.card.signingKey)])
+        }
+        let damaged = try world.bob.vault.run(["receive"])
+        #expect(damaged.status == 0 && damaged.stderr.contains("from relay r3"), "\(damaged.stderr)")
+        // alice's own record of that id, on r1 and r2.
+        let relays = try (1...2).map { try OwnRelay(world, $0) }
+        let record = try GroupRecord(id: id, version: 1, name: Label("garden"), owner: aliceIdentity.card,
+                                     relays: try (1...2).map { GroupRecord.Relay(name: try Label("r\($0)"), url: world.urls[$0 - 1], card: relays[$0 - 1].card) },
+                                     members: [GroupRecord.Member(label: aliceIdentity.label, card: aliceIdentity.card),
+                                               GroupRecord.Member(label: bobIdentity.label, card: bobIdentity.card)],
+                                     signer: aliceIdentity).encoded
+        for relay in relays { #expect(try relay.put(as: aliceIdentity, "/v1/groups/\(id.hex)", body: record).status == 204) }
+        let taken = try world.bob.vault.run(["receive"])
+        #expect(taken.status == 0 && !taken.stderr.contains("from relay r3"), "\(taken.stderr)")
+        let groups = try world.bob.ok("group", "list")
+        #expect(groups.contains("garden"), "\(groups)\n\(taken.stderr)")
+    }
+
     /// L4: mallory learns the team's id before r3 has its record (it was down) and registers
     /// it there first. alice's record is refused there (not_the_owner); bob's acceptance there,
     /// naming alice, is refused too (other_owner), so bob never joins mallory's group; the
