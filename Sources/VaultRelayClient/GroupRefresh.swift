@@ -164,7 +164,8 @@ extension Messenger {
     /// Whether a group a relay lists as accepted by this identity (a relay's members from
     /// before opt-in were accepted for them), and not kept here, stays refused: from an
     /// owner still not trusted (then declined there, silently), or a version no newer than
-    /// one found not valid. Not fetched again either way.
+    /// the owner's record found not valid, or than this relay's damage. Not fetched again
+    /// either way.
     ///
     /// The refusal is looked up for the owner the relay lists: by id alone, a squatter's
     /// refused group of the same id (at another relay) would keep out the owner's own. A
