@@ -82,6 +82,8 @@ import VaultTestSupport
             "answer": try json(RelayAPI.Answer(owner: Base64URL.encode(alice.card.signingKey))),
             "redeem": Array("{\"invite\":\"vault-invite-AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8\"}".utf8),
             "messages": Array("{\"last\":7,\"messages\":[{\"expires\":1700086400,\"group\":\"07070707070707070707070707070707\",\"id\":\"01010101010101010101010101010101\",\"size\":1181}],\"next\":7}".utf8),
+            "groups": try json(RelayAPI.Groups(groups: [RelayAPI.GroupEntry(id: group.idHex, version: 1,
+                                                                           owner: Base64URL.encode(alice.card.signingKey))])),
             "invitations": try json(RelayAPI.Invitations(invitations: [RelayAPI.InvitationEntry(group: group.idHex, version: 1, owner: alice.card.text)])),
             "claim": Array("{\"claim\":\"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8\"}".utf8),
         ]
@@ -125,5 +127,7 @@ import VaultTestSupport
         })
         #expect(try SignedHeaders { fields[$0] }.time == 1_700_000_000)
         #expect(try JSONDecoder().decode(RelayAPI.Messages.self, from: Data(try seed("FuzzRelayRequest", "messages"))).next == 7)
+        let listed = try JSONDecoder().decode(RelayAPI.Groups.self, from: Data(try seed("FuzzRelayRequest", "groups"))).groups
+        #expect(listed.count == 1 && listed[0].owner.flatMap { Base64URL.decode($0, length: 32) } != nil)
     }
 }
