@@ -55,6 +55,10 @@ struct Bench: AsyncParsableCommand {
     @Option(help: ArgumentHelp("With --relay, identities making them (2 to 255).", valueName: "n"))
     var identities = 200
 
+    @Option(help: ArgumentHelp("With --relay, the client of the throughput part: vault (signs each request as it goes and checks each signed answer, as vault does) or plain (requests signed beforehand, answers' status checked only, as a load generator does).",
+                               valueName: "client"))
+    var client = "vault"
+
     @Option(help: ArgumentHelp("With --relay, what to measure: throughput, memory, grouper (comma-separated).", valueName: "parts"))
     var parts = "throughput,memory,grouper"
 
@@ -71,6 +75,7 @@ struct Bench: AsyncParsableCommand {
             guard (2...255).contains(identities), requests >= 1, concurrency >= 1 else {
                 throw CLIError.invalidInput("--identities is 2 to 255, --requests and --concurrency at least 1")
             }
+            guard ["vault", "plain"].contains(client) else { throw CLIError.invalidInput("--client is vault or plain") }
             print("vault bench --relay: \(ProcessInfo.processInfo.activeProcessorCount) cores")
             try await measureRelays(base: base)
             return

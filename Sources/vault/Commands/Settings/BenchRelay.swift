@@ -19,8 +19,9 @@ extension Bench {
         let chosen = Set(parts.split(separator: ",").map(String.init))
         let sqlite = try fleet.start(store: "sqlite:\(base)/load.db")
         if chosen.contains("throughput") {
-            say("relays: signed requests of 1 KiB messages, \(requests) of each, \(concurrency) at once, \(identities) identities; "
-                + "figures are requests a second, then median and p99 latency")
+            say("relays: signed requests of 1 KiB messages, \(requests) of each, \(concurrency) at once, \(identities) identities, "
+                + (client == "plain" ? "signed beforehand and sent by a plain client" : "by vault's client")
+                + "; figures are requests a second, then median and p99 latency")
             let second = try fleet.start(store: "sqlite:\(base)/second.db")
             try await throughput("SQLite, 1 process", processes: [sqlite], second: second)
             if let postgres {
@@ -87,27 +88,51 @@ extension Bench {
             let used = processes.map { $0.cpuSeconds() }.reduce(0, +) - before
             return (result, used / Double(max(1, result.count)))
         }
-        let puts = await timed {
-            await RelayBench.measure("PUT", count: requests, concurrency: concurrency) { j in
-                try await member(j, at: j).put(all[j].bytes, group: group, id: all[j].id)
+        let results: [(RelayBench.Figures, Double)]
+        if client == "plain" {
+            // Each kind's requests signed just before it is timed, well within the relay's
+            // time window, each by the member and for the process vault's client would use.
+            func plain(_ name: String, _ method: String, expect: Int, path: (Int) -> String,
+                       body: (Int) -> [UInt8] = { _ in [] }, by sender: (Int) -> Int) async throws -> (RelayBench.Figures, Double) {
+                let load = try (0..<requests).map { j in
+                    let process = processes[j % processes.count]
+                    return try RelayLoad.Request(identity: members[sender(j) % members.count], url: process.url, card: process.card,
+                                                 method: method, path: path(j), body: body(j), expected: expect)
+                }
+                return await timed { await RelayLoad.run(name, requests: load, connections: concurrency) }
             }
+            let message = { (j: Int) in "/v1/groups/\(group.hex)/messages/\(all[j].id.hex)" }
+            results = [
+                try await plain("PUT", "PUT", expect: 201, path: message, body: { all[$0].bytes }, by: { $0 }),
+                try await plain("list", "GET", expect: 200, path: { _ in "/v1/messages?limit=100&group=\(group.hex)" }, by: { $0 + 1 }),
+                try await plain("GET", "GET", expect: 200, path: message, by: { $0 + 1 }),
+                try await plain("confirm", "POST", expect: 204, path: { message($0) + "/confirm" }, by: { $0 + 1 }),
+            ]
+        } else {
+            results = [
+                await timed {
+                    await RelayBench.measure("PUT", count: requests, concurrency: concurrency) { j in
+                        try await member(j, at: j).put(all[j].bytes, group: group, id: all[j].id)
+                    }
+                },
+                await timed {
+                    await RelayBench.measure("list", count: requests, concurrency: concurrency) { j in
+                        try await member(j + 1, at: j).list(group: group)
+                    }
+                },
+                await timed {
+                    await RelayBench.measure("GET", count: requests, concurrency: concurrency) { j in
+                        try await member(j + 1, at: j).get(group: group, id: all[j].id)
+                    }
+                },
+                await timed {
+                    await RelayBench.measure("confirm", count: requests, concurrency: concurrency) { j in
+                        try await member(j + 1, at: j).confirm(group: group, id: all[j].id)
+                    }
+                },
+            ]
         }
-        let lists = await timed {
-            await RelayBench.measure("list", count: requests, concurrency: concurrency) { j in
-                try await member(j + 1, at: j).list(group: group)
-            }
-        }
-        let gets = await timed {
-            await RelayBench.measure("GET", count: requests, concurrency: concurrency) { j in
-                try await member(j + 1, at: j).get(group: group, id: all[j].id)
-            }
-        }
-        let confirms = await timed {
-            await RelayBench.measure("confirm", count: requests, concurrency: concurrency) { j in
-                try await member(j + 1, at: j).confirm(group: group, id: all[j].id)
-            }
-        }
-        for (figures, cpu) in [puts, lists, gets, confirms] {
+        for (figures, cpu) in results {
             say(String(format: "%@  %-8@ %7.0f /s   median %6.1f ms   p99 %6.1f ms   relay CPU %5.0f µs a request%@", label,
                        figures.operation, figures.rate, figures.median * 1000, figures.p99 * 1000, cpu * 1e6,
                        figures.failed == 0 ? "" : "   \(figures.failed) failed: \(figures.failure ?? "")"))
