@@ -414,19 +414,26 @@ final class PostgresRelayStore: RelayStore {
         }
     }
 
-    /// The recipient's unconfirmed messages are taken first (its index), then joined: left to
-    /// the planner, whose estimates lag a burst of uploads, a list in a group of 4,000
-    /// messages probed the recipients once for each of them (45 ms, where this takes well
-    /// under 1; Docs/DECISIONS.md).
+    /// A list's plan is fixed by how the query is written, not left to the planner, whose
+    /// statistics lag a busy relay's newest groups (Docs/DECISIONS.md, "A list's plan"):
+    /// - the caller's unconfirmed messages first (its index, a materialized CTE);
+    /// - then each of those by its primary key, in a lateral subquery that `OFFSET 0` keeps
+    ///   apart, so no plan can scan a group's messages once for each of them, or once for
+    ///   each of its members (estimated as one of each, a list in the bench's new group of
+    ///   4,000 messages and 200 members took 46 s);
+    /// - the groups the caller is a member of, and accepted, once, as an array (an
+    ///   uncorrelated subquery runs before the rest) that each message is checked against.
     func messages(for recipient: [UInt8], in group: [UInt8]?, after cursor: Int64, limit: Int, now: UInt64) async throws -> [ListedMessage] {
         try await listed("""
-            WITH r AS MATERIALIZED (SELECT message, signing_key FROM relay_recipients WHERE signing_key = \(Data(recipient)) AND NOT confirmed)
+            WITH r AS MATERIALIZED (SELECT message FROM relay_recipients WHERE signing_key = \(Data(recipient)) AND NOT confirmed)
             SELECT m.row, m.finished, m.group_id, m.id, m.size, m.expires, m.body_hash FROM r
-            JOIN relay_messages m ON m.row = r.message
-            JOIN relay_members mb ON mb.group_id = m.group_id AND mb.signing_key = r.signing_key
-            JOIN relay_acceptances ac ON ac.group_id = m.group_id AND ac.signing_key = r.signing_key AND ac.accepted
+            CROSS JOIN LATERAL (SELECT row, finished, group_id, id, size, expires, body_hash, ready FROM relay_messages
+                                WHERE row = r.message OFFSET 0) m
             WHERE m.ready = 1 AND m.expires > \(Int64(now))
               AND m.finished > \(cursor) AND (\(group.map { Data($0) })::BYTEA IS NULL OR m.group_id = \(group.map { Data($0) }))
+              AND m.group_id = ANY (ARRAY(SELECT mb.group_id FROM relay_members mb
+                                          JOIN relay_acceptances ac ON ac.group_id = mb.group_id AND ac.signing_key = mb.signing_key
+                                          WHERE mb.signing_key = \(Data(recipient)) AND ac.accepted))
             ORDER BY m.finished LIMIT \(limit)
             """)
     }
