@@ -5,28 +5,30 @@ import NIOPosix
 import VaultCore
 import VaultRelayProtocol
 
-/// The plain load of `vault bench --relay --client plain` (Docs/DECISIONS.md, "The relay's
-/// rate, apart from vault's client"): signed requests made before the clock starts, sent
-/// over keep-alive HTTP/1.1 connections by one event loop, and each answer's status
-/// checked, as a load generator such as wrk does.
+/// The plain load of `vault bench --relay --client plain` (Docs/DECISIONS.md, "A list's
+/// plan on PostgreSQL, and the bench's plain client"): signed requests made before the
+/// clock starts, sent over keep-alive HTTP/1.1 connections by one event loop, and each
+/// answer's status checked, as a load generator such as wrk does.
 ///
 /// The relay does all its work for each of them: the signature's check, the nonce's
 /// write, the store and its own signed answer. What is left out is the client's own work,
 /// signing at the moment of sending and checking each answer's signature, which vault's
 /// client (``RelayBench/Member``) does and which shares the machine's cores with the relay.
 /// So this tells what a relay can serve, and the other what one client machine sees.
-public enum RelayLoad {
+package enum RelayLoad {
     /// One request, signed, and the status it must get.
-    public struct Request: Sendable {
+    package struct Request: Sendable {
+        let host: String
         let port: Int
         let head: HTTPRequestHead
         let body: ByteBuffer?
         let expected: Int
 
-        /// `identity`'s request to the relay at `url` (`http://127.0.0.1:PORT`, as a bench
-        /// relay is), whose card is `card`, signed now with a fresh nonce. It must be sent
-        /// within the relay's time window (``RequestSignature/window``).
-        public init(identity: Identity, url: String, card: KeyCard, method: String, path: String,
+        /// `identity`'s request to the relay at `url` (`http://HOST:PORT`, as a bench relay
+        /// is), whose card is `card`, signed now with a fresh nonce. It must be sent within
+        /// the relay's time window (``RequestSignature/window``); later, the relay refuses
+        /// it, and the refusal counts as a failure.
+        package init(identity: Identity, url: String, card: KeyCard, method: String, path: String,
                     body: [UInt8] = [], expected: Int) throws {
             guard let parsed = URL(string: url), let host = parsed.host, let port = parsed.port else {
                 throw RelayError(relay: url, code: "malformed", words: "its URL names no host and port")
@@ -37,6 +39,7 @@ public enum RelayLoad {
                 headers.add(name: field, value: value)
             }
             if method != "GET" { headers.add(name: "Content-Length", value: String(body.count)) }
+            self.host = host
             self.port = port
             self.head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: method), uri: path, headers: headers)
             self.body = body.isEmpty ? nil : ByteBuffer(bytes: body)
@@ -44,23 +47,26 @@ public enum RelayLoad {
         }
     }
 
-    /// Sends `requests` over `connections` connections to 127.0.0.1 (each relay port gets
-    /// its share of them), one request at a time on each, and times every one.
-    public static func run(_ name: String, requests: [Request], connections: Int) async -> RelayBench.Figures {
+    /// Sends `requests` over `connections` connections (each relay process gets its share
+    /// of them), one request at a time on each, and times every one. An answer that takes
+    /// longer than `deadline` fails the rest of its connection's requests.
+    package static func run(_ name: String, requests: [Request], connections: Int,
+                            deadline: TimeAmount = .seconds(30)) async -> RelayBench.Figures {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let ports = Array(Set(requests.map(\.port))).sorted()
-        var lanes: [(port: Int, requests: [Request])] = []
-        for port in ports {
-            let mine = requests.filter { $0.port == port }
-            let count = max(1, min(mine.count, connections / ports.count))
+        // Each process gets an equal share of the connections, at least one.
+        let processes = Array(Set(requests.map { "\($0.host):\($0.port)" })).sorted()
+        var lanes: [[Request]] = []
+        for process in processes {
+            let mine = requests.filter { "\($0.host):\($0.port)" == process }
+            let count = max(1, min(mine.count, connections / processes.count))
             for lane in 0..<count {
-                lanes.append((port, stride(from: lane, to: mine.count, by: count).map { mine[$0] }))
+                lanes.append(stride(from: lane, to: mine.count, by: count).map { mine[$0] })
             }
         }
         let start = NIODeadline.now()
         let outcomes = await withTaskGroup(of: Lane.Outcome.self) { tasks in
             for lane in lanes {
-                tasks.addTask { await Lane.run(lane.requests, port: lane.port, on: group.next()) }
+                tasks.addTask { await Lane.run(lane, deadline: deadline, on: group.next()) }
             }
             var all: [Lane.Outcome] = []
             for await outcome in tasks { all.append(outcome) }
@@ -82,17 +88,18 @@ public enum RelayLoad {
             var failure: String?
         }
 
-        static func run(_ requests: [Request], port: Int, on loop: EventLoop) async -> Outcome {
+        static func run(_ requests: [Request], deadline: TimeAmount, on loop: EventLoop) async -> Outcome {
             let done = loop.makePromise(of: Outcome.self)
             let connected = ClientBootstrap(group: loop)
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                        try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: deadline))
                         try channel.pipeline.syncOperations.addHandler(Sender(requests, done: done))
                     }
                 }
-                .connect(host: "127.0.0.1", port: port)
+                .connect(host: requests[0].host, port: requests[0].port)
             connected.whenFailure { error in
                 done.succeed(Outcome(failed: requests.count, failure: "cannot connect: \(error)"))
             }
@@ -129,6 +136,7 @@ public enum RelayLoad {
             case .body:
                 break
             case .end:
+                guard next < requests.count else { return }
                 let request = requests[next]
                 if status == request.expected {
                     outcome.latencies.append(Double((NIODeadline.now() - began).nanoseconds) / 1e9)
@@ -139,6 +147,12 @@ public enum RelayLoad {
                 next += 1
                 send(context)
             }
+        }
+
+        func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+            guard event is IdleStateHandler.IdleStateEvent else { return context.fireUserInboundEventTriggered(event) }
+            finish(failing: "no answer within the deadline")
+            context.close(promise: nil)
         }
 
         func errorCaught(context: ChannelHandlerContext, error: Error) {

@@ -171,8 +171,9 @@ final class PostgresRelayStore: RelayStore {
     /// of 2^63 - 1 bytes must not overflow.
     ///
     /// A whole message is inserted finished, not inserted then updated: every update leaves
-    /// a dead row version behind, and after a burst of uploads the lists of two processes
-    /// waited on those until autovacuum came by (up to a minute later; DECISIONS.md).
+    /// a dead row version behind for autovacuum. (The slow lists after a burst of uploads
+    /// that this was first meant for came from the list's plan, fixed since; DECISIONS.md,
+    /// "A list's plan on PostgreSQL".)
     private static let functions = [
         """
         CREATE OR REPLACE FUNCTION vault_relay_insert(p_group BYTEA, p_id BYTEA, p_sender BYTEA, p_size BIGINT, p_expires BIGINT,
@@ -423,6 +424,11 @@ final class PostgresRelayStore: RelayStore {
     ///   4,000 messages and 200 members took 46 s);
     /// - the groups the caller is a member of, and accepted, once, as an array (an
     ///   uncorrelated subquery runs before the rest) that each message is checked against.
+    ///
+    /// So a list's work is the caller's unconfirmed messages, each by its key and checked
+    /// against the caller's groups, whatever the statistics say. The statistics can still
+    /// choose how the caller's recipients and groups are found (by their index, or a scan
+    /// when they look common), once a list.
     func messages(for recipient: [UInt8], in group: [UInt8]?, after cursor: Int64, limit: Int, now: UInt64) async throws -> [ListedMessage] {
         try await listed("""
             WITH r AS MATERIALIZED (SELECT message FROM relay_recipients WHERE signing_key = \(Data(recipient)) AND NOT confirmed)
