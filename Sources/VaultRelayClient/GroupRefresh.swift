@@ -186,10 +186,8 @@ extension Messenger {
                 // Asked again at the next receive.
             }
             return true
-        case .invalid:
-            return version <= refusal.version
-        case .damaged:
-            return refusal.relayCard == connection.card && version <= refusal.version
+        case .invalid, .damaged:
+            return refusal.covers(version: version, at: connection.card)
         default:
             return false
         }
@@ -240,8 +238,8 @@ extension Messenger {
                         try? await answerGroup(id, ownerKey: owner.signingKey, accept: false, on: connection)
                     }
                     continue
-                case .invalid where entry.version <= refusal.version: continue
-                case .damaged where refusal.relayCard == connection.card && entry.version <= refusal.version: continue
+                case .invalid, .damaged:
+                    if refusal.covers(version: entry.version, at: connection.card) { continue }
                 default: break
                 }
             }

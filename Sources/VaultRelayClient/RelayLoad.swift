@@ -54,10 +54,9 @@ package enum RelayLoad {
                             deadline: TimeAmount = .seconds(30)) async -> RelayBench.Figures {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         // Each process gets an equal share of the connections, at least one.
-        let processes = Array(Set(requests.map { "\($0.host):\($0.port)" })).sorted()
+        let processes = Dictionary(grouping: requests) { "\($0.host):\($0.port)" }
         var lanes: [[Request]] = []
-        for process in processes {
-            let mine = requests.filter { "\($0.host):\($0.port)" == process }
+        for mine in processes.values {
             let count = max(1, min(mine.count, connections / processes.count))
             for lane in 0..<count {
                 lanes.append(stride(from: lane, to: mine.count, by: count).map { mine[$0] })

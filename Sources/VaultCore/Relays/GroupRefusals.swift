@@ -43,6 +43,18 @@ public struct GroupRefusal: Sendable, Equatable {
         self.relayURL = relayURL
         self.relayCard = relayCard
     }
+
+    /// Whether this refusal keeps out a record listed at `version` by the relay `relay`: one
+    /// found not valid, up to its version, at every relay; a relay's damage, up to the
+    /// version that relay listed, at that relay only. Other reasons are the caller's to judge
+    /// (an untrusted owner may be trusted since; a leave is undone only by a join).
+    public func covers(version: UInt64, at relay: KeyCard) -> Bool {
+        switch reason {
+        case .invalid: version <= self.version
+        case .damaged: relay == relayCard && version <= self.version
+        case .untrusted, .left: false
+        }
+    }
 }
 
 /// A relay of a group this identity left that has not been told yet: it still lists the

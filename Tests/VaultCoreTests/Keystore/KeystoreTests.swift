@@ -353,6 +353,23 @@ import VaultTestSupport
         #expect(try keystore.refusal(group: group, owner: owner) == refusal(.invalid, 2))
     }
 
+    /// What a refusal keeps out: a record found not valid, up to its version, at every
+    /// relay; a relay's damage, up to the version listed, at that relay only.
+    @Test func aRefusalCoversWhatItSays() throws {
+        let relay = try KeyCard(text: KeyCardTests.vectorText), other = try Identity.generate(label: Label("other")).0.card
+        func refusal(_ reason: GroupRefusal.Reason) -> GroupRefusal {
+            GroupRefusal(group: [UInt8](repeating: 4, count: 16), owner: [UInt8](repeating: 5, count: 32), version: 7, reason: reason,
+                         relayURL: "http://127.0.0.1:1", relayCard: relay)
+        }
+        #expect(refusal(.invalid).covers(version: 7, at: other))
+        #expect(!refusal(.invalid).covers(version: 8, at: relay))
+        #expect(refusal(.damaged).covers(version: 7, at: relay))
+        #expect(!refusal(.damaged).covers(version: 7, at: other))
+        #expect(!refusal(.damaged).covers(version: 8, at: relay))
+        #expect(!refusal(.untrusted).covers(version: 1, at: relay))
+        #expect(!refusal(.left).covers(version: 1, at: relay))
+    }
+
     @Test func managesPeers() throws {
         let keystore = try Keystore.create(home: home, label: Label("alice"), passphrase: nil)
         let card = try KeyCard(text: KeyCardTests.vectorText)
