@@ -67,17 +67,44 @@ public enum RelayMail {
                 tasks.addTask {
                     // Without a cursor (it could not be listed) it would answer at once with
                     // what it always lists: its end of the wait is the end.
-                    let heard = cursors[fingerprint] == nil ? nil
-                        : try? await connection.messages(after: cursors[fingerprint]!, wait: seconds)
-                    // Nothing heard (down, or too busy to hold the list, or its time was up):
-                    // this relay ends the wait only at its end.
-                    if heard?.messages.isEmpty ?? true, end.timeIntervalSinceNow > 0 {
-                        try? await Task.sleep(for: .milliseconds(Int(end.timeIntervalSinceNow * 1000)))
-                    }
+                    if let cursor = cursors[fingerprint], await heard(on: connection, after: cursor, until: end) { return }
+                    await sleep(until: end)
                 }
             }
             _ = await tasks.next()
             tasks.cancelAll()
         }
+    }
+
+    /// Holds waiting lists on one relay until it lists something after `cursor` (true) or
+    /// `end` passes (false).
+    ///
+    /// A relay answers a waiting list empty before its time when it cannot hold one more
+    /// (``RelayConnection/messages(after:wait:)``): this identity's other lists there take
+    /// every slot, or the relay's are all taken. Those slots free up (another program's
+    /// wait ends; a list whose client hung up is let go within a second), so the list is
+    /// asked again after 1, 2, 4 … seconds rather than not before `end`: a watch refused
+    /// once would otherwise miss for a whole wait what the relay then stored. A relay that
+    /// cannot be reached, or stops answering, is asked no more in this wait.
+    private static func heard(on connection: RelayConnection, after cursor: Int64, until end: Date) async -> Bool {
+        var pause = 1.0
+        while !Task.isCancelled {
+            let seconds = min(wait, Int(end.timeIntervalSinceNow.rounded(.up)))
+            guard seconds >= 1 else { return false }
+            let asked = Date()
+            guard let listed = try? await connection.messages(after: cursor, wait: seconds) else { return false }
+            guard listed.messages.isEmpty else { return true }
+            // Its time was up, or nearly: the wait is over. Answered well before it: refused.
+            guard asked.addingTimeInterval(TimeInterval(seconds) - 1) > Date() else { return false }
+            await sleep(until: min(end, Date().addingTimeInterval(pause)))
+            pause *= 2
+        }
+        return false
+    }
+
+    /// Sleeps until `date`, or until the task is cancelled.
+    private static func sleep(until date: Date) async {
+        let left = date.timeIntervalSinceNow
+        if left > 0 { try? await Task.sleep(for: .milliseconds(Int(left * 1000))) }
     }
 }

@@ -298,6 +298,8 @@ public final class AppStore: @unchecked Sendable {
         let others = KeystoreWatch(home: keystore.home, wakeup: local)
         defer { withExtendedLifetime(others) {} }
         var receiving = true, relayCursors: RelayMail.Cursors = [:], said = Set<String>()
+        // The wait on the relays, kept across local wake-ups (MailWait says why).
+        var mail: MailWait?
         while !Task.isCancelled {
             // Taken before the pass: what arrives during it ends the next wait at once.
             if receiving { relayCursors = await RelayMail.latest(groups: [group], identity: identity) }
@@ -312,7 +314,11 @@ public final class AppStore: @unchecked Sendable {
             }
             for problem in problems where said.insert(problem).inserted { reporting(problem) }
             said.formIntersection(problems)
-            receiving = await wake(after: relayCursors, identity: identity)
+            let waiting = mail ?? MailWait(groups: [group], identity: identity, after: relayCursors, signalling: local)
+            // Until a relay holds something for this identity, or a write on this machine.
+            await local.wait()
+            receiving = waiting.hasEnded
+            mail = receiving ? nil : waiting
         }
     }
 
@@ -419,24 +425,6 @@ public final class AppStore: @unchecked Sendable {
             // Read by the app: no longer new in `vault item list`.
             try keystore.markOpened(events.compactMap(\.item))
             if persisting { try keystore.setAppCursor(app: appID, keyID: key.keyID, to: cursor) }
-        }
-    }
-
-    /// Waits for a relay to hold something for this identity (true) or for a write on this
-    /// machine (false), or for the task to be cancelled.
-    private func wake(after cursors: RelayMail.Cursors, identity: Identity) async -> Bool {
-        await withTaskGroup(of: Bool.self) { tasks in
-            tasks.addTask { [group] in
-                await RelayMail.waitForMail(groups: [group], identity: identity, after: cursors)
-                return true
-            }
-            tasks.addTask { [local] in
-                await local.wait()
-                return false
-            }
-            let first = await tasks.next() ?? true
-            tasks.cancelAll()
-            return first
         }
     }
 

@@ -12,6 +12,21 @@ import VaultTestSupport
         try world.holders.run(label, ["app", command, "shopping-list", "--key", label == "alice" ? "family" : world.keyID] + arguments, stdin: stdin)
     }
 
+    static func watchArguments(_ world: SyncWorld) -> [String] {
+        ["app", "watch", "shopping-list", "--key", world.keyID, "--json"]
+    }
+
+    /// Alice writes item/bread; bob takes the key and starts `vault app watch --json`,
+    /// which has printed bread.
+    static func bobWatches(_ world: SyncWorld) throws -> BackgroundProcess {
+        try #require(try app(world, "alice", "put", "item", "bread", "{}").status == 0)
+        try world.ok("bob", "unlock", world.keyID)
+        try world.ok("bob", "sync")
+        let watch = try world.holders["bob"].vault.background(watchArguments(world), log: world.directory.file("watch.log"))
+        try watch.waitFor(#""id":"bread""#)
+        return watch
+    }
+
     static func json(_ text: String) throws -> Any {
         try JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])
     }
@@ -57,13 +72,8 @@ import VaultTestSupport
     /// write by another program on this machine, at once. --after resumes after a line.
     @Test func watchStreamsChangesAsTheyHappen() throws {
         let world = try SyncWorld()
-        try #require(try Self.app(world, "alice", "put", "item", "bread", "{}").status == 0)
-        try world.ok("bob", "unlock", world.keyID)
-        try world.ok("bob", "sync")
+        let watch = try Self.bobWatches(world)
         let bob = world.holders["bob"]
-        let arguments = ["app", "watch", "shopping-list", "--key", world.keyID, "--json"]
-        let watch = try bob.vault.background(arguments, log: world.directory.file("watch.log"))
-        try watch.waitFor(#""id":"bread""#)
 
         try #require(try Self.app(world, "alice", "put", "item", "eggs", #"{"quantity":12}"#).status == 0)
         try watch.waitFor(#""event":"put".*"id":"eggs".*"local":false.*"value":\{"quantity":12\}"#, timeout: 12)
@@ -76,11 +86,34 @@ import VaultTestSupport
         let last = try #require(try lines.last.map { try Self.json(String($0)) as? [String: Any] } ?? nil)
         #expect(last["author"] as? String == "alice" && last["version"] as? String != nil && last["value"] == nil, "\(last)")
 
-        let resumed = try bob.vault.background(arguments + ["--after", "\(last["seq"] as? Int ?? -1)"], log: world.directory.file("watch2.log"))
+        let resumed = try bob.vault.background(Self.watchArguments(world) + ["--after", "\(last["seq"] as? Int ?? -1)"], log: world.directory.file("watch2.log"))
         try #require(try Self.app(world, "alice", "put", "item", "tea", #""green""#).status == 0)
         try resumed.waitFor(#""id":"tea".*"value":"green""#, timeout: 12)
         resumed.stop()
         #expect(!resumed.log.contains("bread") && !resumed.log.contains("jam"), "\(resumed.log)")
+    }
+
+    /// A program that writes several objects in a row does not leave the watch deaf to
+    /// the relays: another holder's write comes through within a relay's round trip, not a
+    /// wait (25 s) later. Each write woke the watch, which hung up its waiting lists and
+    /// asked again; the hung-up lists held all four of bob's slots at each relay, and the
+    /// watch, answered at once, waited out its whole wait. Now the watch keeps its lists
+    /// (MailWait), and a list answered at once is asked again within seconds
+    /// (WaitingListTests.aClientRefusedASlotAsksAgain); either alone passes this test.
+    @Test func aBurstOfLocalWritesKeepsTheWatchListening() throws {
+        let world = try SyncWorld()
+        let watch = try Self.bobWatches(world)
+        let bob = world.holders["bob"]
+        let writes = try (0..<8).map { i in
+            defer { usleep(120_000) }
+            return try bob.vault.background(["app", "put", "shopping-list", "--key", world.keyID, "item", "x\(i)", "1", "--no-send"],
+                                            log: world.directory.file("put\(i).log"))
+        }
+        for write in writes { #expect(write.wait() == 0) }
+        try watch.waitFor(#""id":"x7".*"local":true"#, timeout: 10)
+        try #require(try Self.app(world, "alice", "put", "item", "eggs", #"{"quantity":12}"#).status == 0)
+        try watch.waitFor(#""event":"put".*"id":"eggs".*"local":false"#, timeout: 12)
+        watch.stop()
     }
 
     /// Wrong input is refused in words, before anything is asked or stored; a key that is not

@@ -180,6 +180,46 @@ import VaultTestSupport
         }
     }
 
+    /// The client's wait, refused a slot (bob's key holds four lists at every relay, as a
+    /// program whose earlier lists were hung up left them), asks again within seconds
+    /// rather than at the end of its wait: a message stored after those lists are gone
+    /// ends it at once, not 25 s after it began.
+    @Test func aClientRefusedASlotAsksAgain() async throws {
+        let world = try RelayWorld()
+        let bob = try signingIdentity(of: world.bob)
+        let groups = try Keystore.open(home: VaultHome.resolve(explicit: world.alice.directory.file("home"))).groups()
+        let cursors = await RelayMail.latest(groups: groups, identity: bob)
+        try #require(cursors.count == 3, "\(cursors)")
+        var held: [PendingAnswer] = []
+        for (i, url) in world.urls.enumerated() {
+            let relay = try WaitingRelay(url)
+            let fingerprint = try #require(groups.first?.relays.first { $0.url == url }?.card.fingerprint)
+            let cursor = try #require(cursors[fingerprint])
+            let nonces = try world.nonceCount(i + 1)
+            held += try (0..<4).map { _ in try relay.ask(bob, "/v1/messages?after=\(cursor)&wait=30") }
+            for _ in 0..<100 where try world.nonceCount(i + 1) < nonces + 4 {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        try await Task.sleep(for: .milliseconds(500))
+        try #require(held.allSatisfy { $0.elapsed == nil }, "\(held.map(\.result))")
+
+        let clock = ContinuousClock()
+        let waiting = Task {
+            try await OwnThread.run {
+                await RelayMail.waitForMail(groups: groups, identity: bob, after: cursors)
+                return clock.now
+            }
+        }
+        try await Task.sleep(for: .seconds(1))
+        for list in held { list.hangUp() }
+        try await Task.sleep(for: .seconds(4))
+        _ = try world.alice.ok("send", "--group", "team", "-", stdin: "heard")
+        let sent = clock.now
+        let answered = try await waiting.value
+        #expect(answered - sent < .seconds(10), "the wait ended \(answered - sent) after the send")
+    }
+
     /// Cursors follow the order in which messages were finished, not begun: a large share
     /// whose upload began first and ends last is listed after the cursor of a small one
     /// stored meanwhile, so a client that asks for what came after the small one gets it.
