@@ -32,7 +32,10 @@ actor GroupTakes {
             return (outcome.report, newest)
         }
         last[group] = next
-        return await next.value.report
+        // The take runs in a task of its own, which the caller's cancellation (a watch
+        // stopping mid-refresh) does not reach by itself; a cancelled take is no take, and
+        // the next one of the group goes ahead as after a failed one.
+        return await withTaskCancellationHandler { await next.value.report } onCancel: { next.cancel() }
     }
 
     /// The newest record of `group` taken this run, once the takes started of it end; nil
