@@ -42,9 +42,11 @@ extension PostgresRelayStore {
                 ON CONFLICT (id) DO UPDATE SET version = excluded.version, record = excluded.record
                 """, logger: logger)
             try await db.query("DELETE FROM relay_members WHERE group_id = \(id)", logger: logger)
-            for member in members {
-                try await db.query("INSERT INTO relay_members (group_id, signing_key) VALUES (\(id), \(Data(member)))", logger: logger)
-            }
+            // One statement for all of them, as for a message's recipients: a round trip each
+            // held the transaction, and the quota lock every registration takes, up to 255
+            // times (a group's cap, FORMAT.md §16).
+            try await db.query("INSERT INTO relay_members (group_id, signing_key) SELECT \(id), unnest(\(members.map { ByteBuffer(bytes: $0) }))",
+                               logger: logger)
             // A member removed is asked again if it is ever added back; the owner's own
             // record is its acceptance.
             try await db.query("""
