@@ -19,16 +19,20 @@ public final class MailWait: Sendable {
     private let task: Task<Void, Never>
 
     /// Starts waiting on the relays of `groups` for what comes after `cursors`; `wakeup` is
-    /// signalled when the wait ends (mail came, or its time is up).
+    /// signalled when the wait ends (mail came, or its time is up), and not when the wait
+    /// is dropped first.
     public init(groups: [GroupRecord], identity: Identity, after cursors: RelayMail.Cursors, signalling wakeup: Wakeup) {
         let ended = self.ended
         task = Task {
             await RelayMail.waitForMail(groups: groups, identity: identity, after: cursors)
+            // Dropped (its watch stopped): a signal now would wake the next watch for nothing.
+            guard !Task.isCancelled else { return }
             ended.flag.withLock { $0 = true }
             wakeup.signal()
         }
     }
 
+    /// Ends the wait, hanging up its waiting lists.
     deinit { task.cancel() }
 
     /// Whether the wait has ended: the relays are to be read, and a new wait begun.

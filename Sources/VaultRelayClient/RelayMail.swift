@@ -11,6 +11,11 @@ public enum RelayMail {
     /// How long one waiting list is held: a relay answers at the latest after this, and the
     /// watch looks again.
     static let wait = 25
+    /// The pause before asking again a relay that answered a waiting list empty and early,
+    /// doubled at each refusal (``heard(on:after:until:)``).
+    static let firstRetry = 1.0
+    /// An answer this much before its wait was up was a refusal, not the wait's end.
+    static let early = 1.0
 
     /// The relays of `groups`, each once.
     private static func connections(_ groups: [GroupRecord], identity: Identity) -> [String: RelayConnection] {
@@ -83,11 +88,13 @@ public enum RelayMail {
     /// (``RelayConnection/messages(after:wait:)``): this identity's other lists there take
     /// every slot, or the relay's are all taken. Those slots free up (another program's
     /// wait ends; a list whose client hung up is let go within a second), so the list is
-    /// asked again after 1, 2, 4 … seconds rather than not before `end`: a watch refused
-    /// once would otherwise miss for a whole wait what the relay then stored. A relay that
-    /// cannot be reached, or stops answering, is asked no more in this wait.
+    /// asked again after about 1, 2, 4 … seconds rather than not before `end`: a watch
+    /// refused once would otherwise miss for a whole wait what the relay then stored. Each
+    /// pause is drawn from ¾ to 1¼ of its length, so that clients refused together by a
+    /// full relay do not come back together. A relay that cannot be reached, or stops
+    /// answering, is asked no more in this wait.
     private static func heard(on connection: RelayConnection, after cursor: Int64, until end: Date) async -> Bool {
-        var pause = 1.0
+        var pause = firstRetry
         while !Task.isCancelled {
             let seconds = min(wait, Int(end.timeIntervalSinceNow.rounded(.up)))
             guard seconds >= 1 else { return false }
@@ -95,8 +102,8 @@ public enum RelayMail {
             guard let listed = try? await connection.messages(after: cursor, wait: seconds) else { return false }
             guard listed.messages.isEmpty else { return true }
             // Its time was up, or nearly: the wait is over. Answered well before it: refused.
-            guard asked.addingTimeInterval(TimeInterval(seconds) - 1) > Date() else { return false }
-            await sleep(until: min(end, Date().addingTimeInterval(pause)))
+            guard asked.addingTimeInterval(TimeInterval(seconds) - early) > Date() else { return false }
+            await sleep(until: min(end, Date().addingTimeInterval(pause * .random(in: 0.75...1.25))))
             pause *= 2
         }
         return false

@@ -289,7 +289,9 @@ public final class AppStore: @unchecked Sendable {
     /// a relay has one for this identity (the relays hold a waiting list, so nothing polls)
     /// or a program on this machine writes one. Writes made here are sent as they are made.
     /// Runs until the task is cancelled; `reporting` hears each problem once (a relay down,
-    /// the key locked), and again if it comes back after it went.
+    /// the key locked), and again if it comes back after it went. One watch at a time on an
+    /// AppStore (``changes(reporting:)`` is one too): they share its wake-up, which wakes
+    /// one waiter.
     public func watch(after start: Int64? = nil, reporting: @escaping @Sendable (String) -> Void = { _ in },
                       _ body: (AppChange) async throws -> Void) async throws {
         guard let identity else { throw AppError.readOnly }
@@ -315,7 +317,8 @@ public final class AppStore: @unchecked Sendable {
             for problem in problems where said.insert(problem).inserted { reporting(problem) }
             said.formIntersection(problems)
             let waiting = mail ?? MailWait(groups: [group], identity: identity, after: relayCursors, signalling: local)
-            // Until a relay holds something for this identity, or a write on this machine.
+            // Until a relay holds something for this identity (or the wait's time is up),
+            // or a write on this machine.
             await local.wait()
             receiving = waiting.hasEnded
             mail = receiving ? nil : waiting

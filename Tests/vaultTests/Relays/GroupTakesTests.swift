@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import VaultRelayClient
 
@@ -8,18 +9,22 @@ import Testing
 struct GroupTakesTests {
     @Test func aCancelledRefreshCancelsItsTake() async throws {
         let takes = GroupTakes()
-        let clock = ContinuousClock()
+        let started = Wakeup()
+        // Whether the take saw its cancellation (nil while it runs). Not timed: the tests'
+        // shared pool may hold these tasks for many seconds while other tests run.
+        let cancelled = Mutex<Bool?>(nil)
         let refresh = Task {
             await takes.once([1], owner: nil, version: 1) {
+                started.signal()
                 // A take that runs for 30 s unless it is cancelled.
-                try? await Task.sleep(for: .seconds(30))
+                let slept: Void? = try? await Task.sleep(for: .seconds(30))
+                cancelled.withLock { $0 = slept == nil }
                 return (ReceiveReport(), nil)
             }
         }
-        try await Task.sleep(for: .milliseconds(200))
-        let cancelled = clock.now
+        await started.wait()
         refresh.cancel()
         _ = await refresh.value
-        #expect(clock.now - cancelled < .seconds(10), "the refresh ended \(clock.now - cancelled) after it was cancelled")
+        #expect(cancelled.withLock { $0 } == true, "the take ran to its end after its refresh was cancelled")
     }
 }

@@ -220,6 +220,41 @@ import VaultTestSupport
         #expect(answered - sent < .seconds(10), "the wait ended \(answered - sent) after the send")
     }
 
+    /// A MailWait (the wait `vault app watch` keeps on the relays) outlives the other
+    /// wake-ups of its watch: they neither end it nor make it ask the relays again (each
+    /// relay took one signed request, its waiting list, and no more). When it ends (here a
+    /// message for bob), it wakes the watch.
+    @Test func aMailWaitOutlivesOtherWakeUps() async throws {
+        let world = try RelayWorld()
+        let bob = try signingIdentity(of: world.bob)
+        let groups = try Keystore.open(home: VaultHome.resolve(explicit: world.alice.directory.file("home"))).groups()
+        // The test's steps on a thread of their own, so that the tests holding the shared
+        // pool do not stretch them past the wait's 25 s. The wait's own task is on the pool:
+        // held up, it only ends later.
+        try await OwnThread.run {
+            let cursors = await RelayMail.latest(groups: groups, identity: bob)
+            let before = try (1...3).map(world.nonceCount)
+            let wakeup = Wakeup()
+            let mail = MailWait(groups: groups, identity: bob, after: cursors, signalling: wakeup)
+            func asked() throws -> [Int] { try zip((1...3).map(world.nonceCount), before).map { $0 - $1 } }
+            for _ in 0..<300 where try asked().contains(0) { try await Task.sleep(for: .milliseconds(100)) }
+            let first = try asked()
+            try #require(first == [1, 1, 1], "requests a relay: \(first)")
+            for _ in 0..<8 {
+                wakeup.signal()
+                await wakeup.wait()
+                try await Task.sleep(for: .milliseconds(150))
+            }
+            #expect(!mail.hasEnded)
+            let after = try asked()
+            #expect(after == [1, 1, 1], "requests a relay: \(after)")
+
+            _ = try world.alice.ok("send", "--group", "team", "-", stdin: "for the watch")
+            await wakeup.wait()
+            #expect(mail.hasEnded)
+        }
+    }
+
     /// Cursors follow the order in which messages were finished, not begun: a large share
     /// whose upload began first and ends last is listed after the cursor of a small one
     /// stored meanwhile, so a client that asks for what came after the small one gets it.
