@@ -152,8 +152,10 @@ extension Messenger {
                 try? await answerGroup(id, ownerKey: listedOwner, accept: false, on: connection)
                 continue
             }
-            if known == nil,
-               try await staysRefused(id, version: entry.version, owner: listedOwner, trusted: trusted, keystore: keystore, on: connection) {
+            if let known {
+                if try isRefused(id, version: entry.version, owner: known.owner.signingKey, keystore: keystore, at: connection) { continue }
+            } else if try await staysRefused(id, version: entry.version, owner: listedOwner, trusted: trusted, keystore: keystore,
+                                             on: connection) {
                 continue
             }
             await take(id, version: entry.version, ownerKey: known?.owner.signingKey ?? listedOwner, from: connection,
@@ -193,6 +195,15 @@ extension Messenger {
         }
     }
 
+    /// Whether a newer version of a group kept here, as `relay` lists it, is refused
+    /// already: that relay served it damaged, or the owner's record of it was found not
+    /// valid. Not fetched again: else a relay that lists a kept group at a version of its
+    /// choosing, and serves anything, would cost a fetch and a warning at every receive.
+    private static func isRefused(_ id: [UInt8], version: UInt64, owner: [UInt8], keystore: Keystore,
+                                  at relay: RelayConnection) throws -> Bool {
+        try keystore.refusal(group: id, owner: owner)?.covers(version: version, at: relay.card) ?? false
+    }
+
     /// The groups that name this identity at this relay and that it has not answered there.
     private static func answerInvitations(_ connection: RelayConnection, keystore: Keystore, identity: Identity,
                                           takes: GroupTakes, refused: inout [Refused], report: inout ReceiveReport) async throws {
@@ -220,7 +231,8 @@ extension Messenger {
                        try keystore.group(id: id) != nil {
                         try await answerGroup(id, ownerKey: owner.signingKey, accept: true, on: connection)
                     }
-                    if entry.version > known.version {
+                    if entry.version > known.version,
+                       try !isRefused(id, version: entry.version, owner: owner.signingKey, keystore: keystore, at: connection) {
                         await take(id, version: entry.version, ownerKey: owner.signingKey, from: connection, keystore: keystore,
                                    identity: identity, once: takes, report: &report)
                     }

@@ -186,7 +186,7 @@ extension Keystore {
     }
 
     /// Takes `record` from a relay: keeps it as ``accept(group:)`` does and forgets any
-    /// refusal of it, in one transaction. Returns whether it was stored (false: the version
+    /// refusal of it up to its version, in one transaction. Returns whether it was stored (false: the version
     /// kept is as new), or nil when the group is left and this is no join: a leave committed
     /// by another process after the caller looked wins, where a separate check and write
     /// would have kept the group again and forgotten the leave.
@@ -198,7 +198,14 @@ extension Keystore {
                 return nil
             }
             let stored = try Self.keep(db, record)
-            try Self.forgetRefusal(db, group: record.id, owner: record.owner.signingKey)
+            // A refusal of a newer version than this one (a relay's damage, or the owner's
+            // record of it found not valid) still holds: forgotten, it would have that
+            // version fetched, and refused in words, at every receive.
+            try db.execute(sql: """
+                DELETE FROM group_refused WHERE group_id = ? AND owner = ? AND NOT (reason IN ('damaged', 'invalid') AND version > ?)
+                """, arguments: [Data(record.id), Data(record.owner.signingKey), Int64(clamping: record.version)])
+            try db.execute(sql: "DELETE FROM group_declines WHERE group_id = ? AND owner = ?",
+                           arguments: [Data(record.id), Data(record.owner.signingKey)])
             return stored
         }
     }

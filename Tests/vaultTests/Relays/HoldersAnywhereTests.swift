@@ -163,9 +163,9 @@ final class HoldersWorld {
     @Test func waitsThroughARelayDownAndAnAlteringRelay() throws {
         let w = try HoldersWorld(["alice", "bob", "carol"])
         let id = try w.share("wifi: hunter2", with: ["bob", "carol"])
+        let door = try w.share("door: 1234", with: ["bob", "carol"])
         for holder in ["bob", "carol"] { try w[holder].ok("secrets", "auto-release", "--for", "alice") }
         #expect(w.relays[2].stop(SIGTERM) == 0)
-        try w.serve("bob")
         // Relay 1 alters the last byte of every message bob stores there from now on.
         let bob = try KeyCard(text: String(try w["bob"].card().split(separator: "#")[0]))
         let altering = try DatabaseQueue(path: w.directory.file("r1.db"))
@@ -178,11 +178,26 @@ final class HoldersWorld {
                     WHERE message = NEW.message AND n = NEW.n; END
                 """)
         }
+        // Asked for the door's code before bob's serve runs: its answer is on r1 and r2 (two
+        // must store it, and r3 is down) before alice looks again, so she reads r1's altered
+        // copy first, whatever the timing. (The answer to a request she waits for wakes her
+        // from whichever relay stores it first, and she need never read r1's.)
+        let asked = try w["alice"].vault.run(["recover", door])
+        #expect(asked.status == 75, "\(asked.stderr)")
+        try w.serve("bob")
+        _ = try w.serves["bob"]!.waitFor("released your piece of \(door.prefix(16)) to 'alice' through relays")
+
+        // Every holder message waiting is taken at her first look: the door's answer too.
         let recovered = try w["alice"].vault.run(["recover", id, "--wait", "--timeout", "60"])
         #expect(recovered.status == 0, "\(recovered.stderr)")
         #expect(recovered.stdout == "wifi: hunter2")
         #expect(recovered.stderr.contains("relay r1: it served a damaged or forged object message"), "\(recovered.stderr)")
         #expect(recovered.stderr.contains("bob: piece received"), "\(recovered.stderr)")
+        // The door's piece came from r2's copy.
+        let opened = try w["alice"].vault.run(["recover", door])
+        #expect(opened.status == 0, "\(opened.stderr)")
+        #expect(opened.stdout == "door: 1234")
+        #expect(opened.stderr.contains("piece 2 from 'bob' (through relays): verified"), "\(opened.stderr)")
 
         // With a second relay down, a request cannot reach the two relays it needs: each
         // relay that did not store it is named, with why.
