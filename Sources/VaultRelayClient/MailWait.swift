@@ -5,10 +5,11 @@ import VaultCore
 /// watch keeps while other wake-ups come and go, and that signals a ``Wakeup`` when it ends.
 ///
 /// A watch that also wakes for local writes should not start a new wait on the relays for
-/// each: ending a wait hangs up its waiting lists, a relay lets a hung-up list's slot go
-/// only within a second, and it holds four a key. A program that wrote a few objects in a
-/// row took every slot its identity had, and its watch heard of what the relays then
-/// stored only a whole wait later.
+/// each: ending a wait hangs up its waiting lists, and each new wait costs a signed request
+/// a relay. A relay holds four lists a key, and one from before 2026-11-29 let a hung-up
+/// list's slot go only within a second: against such relays, a program that wrote a few
+/// objects in a row took every slot its identity had, and its watch heard of what the
+/// relays then stored only a whole wait later.
 public final class MailWait: Sendable {
     /// Set by the wait's task, which does not hold the MailWait (its end cancels the task).
     private final class Ended: Sendable {

@@ -103,15 +103,14 @@ final class MessageWaiters: @unchecked Sendable {
     private func sleep(_ id: UInt64, until deadline: NIODeadline, connection: any Channel) async -> Bool {
         let loop = connection.eventLoop
         let timer = loop.scheduleTask(deadline: deadline) { self.end(id) }
-        // A client gone, or going (it closed its side), ends its wait. NIO has no way to take
-        // back a callback on a connection's close, and a connection may carry a waiting list a
-        // minute for days, so its state is looked at each second instead.
-        let watch = loop.scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { _ in
-            if ClientDeparture.hasLeft(connection) { self.end(id) }
-        }
+        // A client gone, or going (it closed its side), ends its wait at once, and frees its
+        // slot for the list it asks next. (Noticed only at a look each second, a client that
+        // hung up and asked again found its key's slots taken by its own lists, and was
+        // answered at once.)
+        loop.execute { ClientDeparture.watch(connection, waiter: id) { self.end(id) } }
         defer {
             timer.cancel()
-            watch.cancel()
+            loop.execute { ClientDeparture.forget(connection, waiter: id) }
         }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
@@ -171,25 +170,52 @@ final class MessageWaiters: @unchecked Sendable {
     }
 }
 
-/// Notes that a client closed its side of its connection. Hummingbird keeps half-closed
-/// connections open, to answer a client that sent its request and then closed its side,
-/// so a connection whose client went away stays active until the relay writes to it; for a
-/// waiting list, that could be its whole wait.
+/// Notes that a client closed its side of its connection, or the connection closed, and
+/// ends the waiting list on it then. Hummingbird keeps half-closed connections open, to
+/// answer a client that sent its request and then closed its side, so a connection whose
+/// client went away stays active until the relay writes to it; for a waiting list, that
+/// could be its whole wait.
 final class ClientDeparture: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = NIOAny
 
-    /// Read on the connection's event loop only.
-    private var inputClosed = false
+    /// Both read and written on the connection's event loop only.
+    private var hasLeft = false
+    private var waiter: (id: UInt64, end: @Sendable () -> Void)?
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case .inputClosed = event as? ChannelEvent { inputClosed = true }
+        if case .inputClosed = event as? ChannelEvent { left() }
         context.fireUserInboundEventTriggered(event)
     }
 
-    /// Whether the client of `connection` closed it or its side of it. On its event loop.
-    static func hasLeft(_ connection: any Channel) -> Bool {
+    func channelInactive(context: ChannelHandlerContext) {
+        left()
+        context.fireChannelInactive()
+    }
+
+    private func left() {
+        hasLeft = true
+        let ending = waiter
+        waiter = nil
+        ending?.end()
+    }
+
+    /// Calls `end` once the client of `connection` leaves, at once if it has, unless
+    /// ``forget(_:waiter:)`` comes first for the same waiter. On the connection's event loop.
+    static func watch(_ connection: any Channel, waiter id: UInt64, end: @escaping @Sendable () -> Void) {
         connection.eventLoop.preconditionInEventLoop()
-        guard connection.isActive else { return true }
-        return (try? connection.pipeline.syncOperations.handler(type: ClientDeparture.self))?.inputClosed ?? false
+        let handler = try? connection.pipeline.syncOperations.handler(type: ClientDeparture.self)
+        if !connection.isActive || handler?.hasLeft == true {
+            end()
+        } else {
+            handler?.waiter = (id, end)
+        }
+    }
+
+    /// Forgets the waiter `id` of `connection`: its wait is over. On the connection's event loop.
+    static func forget(_ connection: any Channel, waiter id: UInt64) {
+        connection.eventLoop.preconditionInEventLoop()
+        guard let handler = try? connection.pipeline.syncOperations.handler(type: ClientDeparture.self),
+              handler.waiter?.id == id else { return }
+        handler.waiter = nil
     }
 }

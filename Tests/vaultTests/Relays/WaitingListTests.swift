@@ -137,6 +137,31 @@ import VaultTestSupport
         #expect(stopped.elapsed! < 15, "\(stopped.elapsed!) s")
     }
 
+    /// A list whose client hangs up frees its slot at once: five times over, bob's four
+    /// lists hang up and four more are asked a fifth of a second later, and every one of
+    /// them waits. (When the relay looked at its connections once a second, the four asked
+    /// again found the slots still taken by the lists hung up, and were answered at once.)
+    @Test func aHungUpListFreesItsSlotAtOnce() throws {
+        let world = try RelayWorld()
+        let r1 = try WaitingRelay(world.urls[0])
+        let bob = try signingIdentity(of: world.bob)
+        var answeredAtOnce: [Int] = []
+        for _ in 0..<5 {
+            let nonces = try world.nonceCount(1)
+            let lists = try (0..<4).map { _ in try r1.ask(bob, "/v1/messages?wait=30") }
+            // Taken in (each nonce is stored as its signature checks out, just before the
+            // list waits), and time for a refusal's answer to come.
+            for _ in 0..<100 where try world.nonceCount(1) < nonces + 4 {
+                Thread.sleep(forTimeInterval: 0.05)
+            }
+            Thread.sleep(forTimeInterval: 0.3)
+            answeredAtOnce.append(lists.filter { $0.elapsed != nil }.count)
+            for list in lists { list.hangUp() }
+            Thread.sleep(forTimeInterval: 0.2)
+        }
+        #expect(answeredAtOnce == [0, 0, 0, 0, 0], "lists answered at once, each round: \(answeredAtOnce)")
+    }
+
     /// The client's function: a list waiting 30 s returns as soon as a message for bob is
     /// stored, with its cursor; after that cursor, a 2 s wait returns nothing, and no cursor,
     /// once its time is up. A relay answering under another card is refused as forged.
