@@ -71,11 +71,11 @@ extension HoldersWorld {
     /// once, and every step is in its release log.
     @Test func theWaitEndsAndTheTrusteeRecovers() throws {
         let w = try HoldersWorld(["alice", "bob", "carol", "dave"])
-        let id = try w.shareWithEmergency("passport 123", wait: "20s")
+        let id = try w.shareWithEmergency("passport 123", wait: "30s")
         let answers = try w["alice"].vault.run("receive")
         #expect(answers.stderr.contains("'bob': emergency role accepted"), "\(answers.stderr)")
         #expect(try w["alice"].ok("secrets", "show", id).contains("bob: role accepted (relays of friends)"))
-        #expect(try w["bob"].ok("secrets", "show", id).contains("'alice' names 'dave', after 20 seconds: you took the role"))
+        #expect(try w["bob"].ok("secrets", "show", id).contains("'alice' names 'dave', after 30 seconds: you took the role"))
         try w.serve("bob")
         try w.serve("carol")
 
@@ -95,10 +95,10 @@ extension HoldersWorld {
         let waiting = try w["alice"].ok("requests")
         #expect(waiting.contains("dave asks for emergency access to 'passport' through "), "\(waiting)")
         #expect(waiting.contains("unless you deny"), "\(waiting)")
-        #expect(Date().timeIntervalSince(start) < 20, "the wait ended before alice could look: the test machine is too slow")
+        #expect(Date().timeIntervalSince(start) < 30, "the wait ended before alice could look: the test machine is too slow")
 
         #expect(recovery.wait() == 0, "\(recovery.log)")
-        #expect(Date().timeIntervalSince(start) >= 20, "a piece came before the wait ended")
+        #expect(Date().timeIntervalSince(start) >= 30, "a piece came before the wait ended")
         #expect(recovery.log.contains("passport 123"), "\(recovery.log)")
         #expect(recovery.log.contains("emergency access: released on"), "\(recovery.log)")
         #expect(recovery.log.contains("recovered note \(id.prefix(16)) from pieces 2, 3"), "\(recovery.log)")
@@ -118,7 +118,7 @@ extension HoldersWorld {
     /// learns of it too.
     @Test func theDealerDeniesFromAnotherMachineAndNobodyReleases() throws {
         let w = try HoldersWorld(["alice", "bob", "carol", "dave"])
-        let id = try w.shareWithEmergency("passport 123", wait: "30s")
+        let id = try w.shareWithEmergency("passport 123", wait: "40s")
         try w["alice"].ok("receive")
         let laptop = User("alice-laptop")
         try FileManager.default.copyItem(atPath: w["alice"].vault.home, toPath: laptop.directory.file("home"))
@@ -141,10 +141,10 @@ extension HoldersWorld {
         #expect(denied.stderr.contains("denied dave's emergency access to 'passport' (request \(request)): every holder is told to cancel it"),
                 "\(denied.stderr)")
         for holder in ["bob", "carol"] { try w.serves[holder]!.waitFor("'alice' denied dave's emergency access: cancelled here") }
-        #expect(Date().timeIntervalSince(start) < 30, "the wait ended before the denial: the test machine is too slow")
+        #expect(Date().timeIntervalSince(start) < 40, "the wait ended before the denial: the test machine is too slow")
 
         // Past the wait: nothing released, and nothing waits.
-        sleep(UInt32(max(0, 33 - Date().timeIntervalSince(start))))
+        sleep(UInt32(max(0, 43 - Date().timeIntervalSince(start))))
         for holder in ["bob", "carol"] {
             let shown = try w[holder].ok("secrets", "show", id)
             #expect(shown.contains("dave (index 0)  denied by the dealer"), "\(shown)")
@@ -244,7 +244,10 @@ extension HoldersWorld {
         #expect(!(try w["bob"].ok("secrets", "show", id)).contains("emergency"))
 
         try w.serve("bob")
-        let asked = try w.daveRecovers(id, ["--wait", "--timeout", "5"])
+        #expect(try w.daveRecovers(id).status == 75)
+        // Logged once bob's serve has sent dave its answer: waiting for bob's person.
+        _ = try w.serves["bob"]!.waitFor("release request [0-9a-f]{8}: 'dave' asks for piece 2")
+        let asked = try w.daveRecovers(id)
         #expect(asked.status == 75, "\(asked.stderr)")
         #expect(asked.stderr.contains("bob: waiting for its person to approve"), "\(asked.stderr)")
         #expect(try w["bob"].ok("requests").contains("'dave' asks for piece 2"))
@@ -298,7 +301,7 @@ extension HoldersWorld {
     /// dave, and alice sees which holder released.
     @Test func aDenialDroppedOnTheWayToOneHolder() throws {
         let w = try HoldersWorld(["alice", "bob", "carol", "dave"])
-        let id = try w.shareWithEmergency("passport 123", wait: "25s")
+        let id = try w.shareWithEmergency("passport 123", wait: "35s")
         try w["alice"].ok("receive")
         try w.serve("bob")
         try w.serve("carol")

@@ -93,9 +93,10 @@ final class PostgresWorld {
     /// every second) delete its rows.
     @Test func expiryHoldsWithBothRunning() async throws {
         let world = try PostgresWorld()
-        let id = try world.alice.ok("send", "--group", "team", "--ttl", "2s", "-", stdin: "brief").trimmingCharacters(in: .newlines)
+        // Long enough to be counted before a sweeper (each runs every second) may take it.
+        let id = try world.alice.ok("send", "--group", "team", "--ttl", "6s", "-", stdin: "brief").trimmingCharacters(in: .newlines)
         #expect(try world.cluster.sql("SELECT count(*) FROM relay_messages") == "1")
-        try await Task.sleep(for: .seconds(3))
+        try await Task.sleep(for: .seconds(7))
         for url in [world.frontURL, world.backURL] {
             let (_, list, _) = try await world.bobGet(url, "/v1/messages")
             #expect(!String(decoding: list, as: UTF8.self).contains(id))

@@ -391,8 +391,10 @@ final class RelayWorld {
     /// versions) is asked for again.
     @Test func aGapTheSenderCannotFillIsClosedOnBothSides() async throws {
         let world = try RelayWorld()
-        try world.alice.ok("send", "--group", "team", "--ttl", "2s", "-", stdin: "brief")
-        try await Task.sleep(for: .seconds(3))
+        // Long enough for every relay to take it on a loaded machine (a relay refuses one
+        // expired already), and gone before the next.
+        try world.alice.ok("send", "--group", "team", "--ttl", "4s", "-", stdin: "brief")
+        try await Task.sleep(for: .seconds(5))
         try world.alice.ok("send", "--group", "team", "-", stdin: "second")
         let first = try world.bob.vault.run(["receive"])
         #expect(first.stdout == "second", "\(first.stderr)")
@@ -446,8 +448,8 @@ final class RelayWorld {
     /// relay's clock passes it while its row is still there) and after (the row is gone).
     @Test func aMessagePastItsTTLIsNeverServed() async throws {
         let world = try RelayWorld()
-        let id = try world.alice.ok("send", "--group", "team", "--ttl", "2s", "-", stdin: "brief").trimmingCharacters(in: .newlines)
-        try await Task.sleep(for: .seconds(3))
+        let id = try world.alice.ok("send", "--group", "team", "--ttl", "4s", "-", stdin: "brief").trimmingCharacters(in: .newlines)
+        try await Task.sleep(for: .seconds(5))
         for i in 1...3 {
             let rows = try await world.database(i).read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM messages") }
             #expect(rows == 1, "the sweeper ran before this check could test the read path")
