@@ -351,16 +351,25 @@ extension Messenger {
     /// `damaged`, at that relay only, up to the version it listed. Were they refused
     /// everywhere, a relay could list a trusted owner's card beside an id at a version of
     /// its choosing, serve anything, and keep that owner's group out at every relay.
-    private static func refusal(of id: [UInt8], version: UInt64, ownerKey: [UInt8]?, bytes: [UInt8], error: any Error,
-                                from connection: RelayConnection) -> GroupRefusal? {
+    ///
+    /// The owner's record that failed for this machine's reasons (the keystore could not be
+    /// written: a full disk, a lock held too long) is nobody's doing: nothing is remembered,
+    /// and the next receive takes it. As `invalid`, it would have stayed out at every relay
+    /// until the owner's next version.
+    static func refusal(of id: [UInt8], version: UInt64, ownerKey: [UInt8]?, bytes: [UInt8], error: any Error,
+                        from connection: RelayConnection) -> GroupRefusal? {
         let parsed = try? GroupRecord(parsing: bytes)
         if let record = parsed, record.id == id, ownerKey.map({ $0 == record.owner.signingKey }) ?? true {
-            if case .untrustedDealer = error as? VaultError {
+            switch error as? VaultError {
+            case .untrustedDealer?:
                 return GroupRefusal(group: id, owner: record.owner.signingKey, version: version, reason: .untrusted,
                                     relayURL: connection.url, relayCard: connection.card)
+            case .malformed?, .notForThisIdentity?:
+                return GroupRefusal(group: id, owner: record.owner.signingKey, version: record.version, reason: .invalid,
+                                    relayURL: connection.url, relayCard: connection.card)
+            default:
+                return nil
             }
-            return GroupRefusal(group: id, owner: record.owner.signingKey, version: record.version, reason: .invalid,
-                                relayURL: connection.url, relayCard: connection.card)
         }
         return ownerKey.map {
             GroupRefusal(group: id, owner: $0, version: version, reason: .damaged, relayURL: connection.url, relayCard: connection.card)
