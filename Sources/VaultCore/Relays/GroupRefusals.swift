@@ -49,7 +49,10 @@ public struct GroupRefusal: Sendable, Equatable {
     /// version that relay listed, at that relay only. Other reasons are the caller's to judge
     /// (an untrusted owner may be trusted since; a leave is undone only by a join).
     public func covers(version: UInt64, at relay: KeyCard) -> Bool {
-        switch reason {
+        // Versions are kept as SQLite integers, so one listed above 2^63 - 1 was kept as
+        // that; no record has such a version (FORMAT.md §16), so it is refused with it.
+        let version = min(version, UInt64(Int64.max))
+        return switch reason {
         case .invalid: version <= self.version
         case .damaged: relay == relayCard && version <= self.version
         case .untrusted, .left: false
@@ -185,9 +188,10 @@ extension Keystore {
         try write { db in try Self.forgetRefusal(db, group: group, owner: owner) }
     }
 
-    /// Takes `record` from a relay: keeps it as ``accept(group:)`` does and forgets any
-    /// refusal of it up to its version, in one transaction. Returns whether it was stored (false: the version
-    /// kept is as new), or nil when the group is left and this is no join: a leave committed
+    /// Takes `record` from a relay: keeps it as ``accept(group:)`` does and forgets its
+    /// refusals (a leave, an untrusted owner, and a relay's damage or the owner's record
+    /// found not valid up to its version), in one transaction. Returns whether it was stored
+    /// (false: the version kept is as new), or nil when the group is left and this is no join: a leave committed
     /// by another process after the caller looked wins, where a separate check and write
     /// would have kept the group again and forgotten the leave.
     public func take(group record: GroupRecord, joining: Bool) throws(VaultError) -> Bool? {
@@ -216,8 +220,8 @@ extension Keystore {
     }
 
     /// Stores `refusal` over any row of its group and owner, but a refusal never over a
-    /// leave: whatever a relay lists later, only a join (``forgetRefusal(group:owner:)``)
-    /// undoes a leave. Nor does one relay's damage replace what the owner's own record
+    /// leave: whatever a relay lists later, only a join (``take(group:joining:)``) undoes a
+    /// leave. Nor does one relay's damage replace what the owner's own record
     /// showed (a refusal for another reason), which holds at every relay.
     private static func store(_ db: Database, _ refusal: GroupRefusal) throws {
         try db.execute(sql: """

@@ -206,8 +206,11 @@ final class ClientDeparture: ChannelInboundHandler, RemovableChannelHandler {
         let handler = try? connection.pipeline.syncOperations.handler(type: ClientDeparture.self)
         if !connection.isActive || handler?.hasLeft == true {
             end()
+        } else if let handler {
+            handler.waiter = (id, end)
         } else {
-            handler?.waiter = (id, end)
+            // Not on a connection of the relay's pipeline: ended at its close, at least.
+            connection.closeFuture.whenComplete { _ in end() }
         }
     }
 

@@ -370,6 +370,21 @@ import VaultTestSupport
         #expect(!refusal(.left).covers(version: 1, at: relay))
     }
 
+    /// A relay's damage at a version listed above 2^63 - 1 (no record has one) is kept as
+    /// 2^63 - 1, and still covers what that relay listed: else such a listing of a kept
+    /// group would be fetched, and said, at every receive.
+    @Test func aRefusalAtAVersionNoRecordHasStillCoversIt() throws {
+        let keystore = try Keystore.create(home: home, label: Label("alice"), passphrase: nil)
+        let relay = try KeyCard(text: KeyCardTests.vectorText)
+        let group = [UInt8](repeating: 4, count: 16), owner = [UInt8](repeating: 5, count: 32)
+        try keystore.remember(GroupRefusal(group: group, owner: owner, version: .max, reason: .damaged,
+                                           relayURL: "http://127.0.0.1:1", relayCard: relay))
+        let kept = try #require(try keystore.refusal(group: group, owner: owner))
+        #expect(kept.version == UInt64(Int64.max))
+        #expect(kept.covers(version: .max, at: relay))
+        #expect(kept.covers(version: UInt64(Int64.max) + 1, at: relay))
+    }
+
     @Test func managesPeers() throws {
         let keystore = try Keystore.create(home: home, label: Label("alice"), passphrase: nil)
         let card = try KeyCard(text: KeyCardTests.vectorText)
