@@ -194,9 +194,12 @@ extension Relay {
         headers[.contentType] = "application/octet-stream"
         let store = self.store
         return Response(status: .ok, headers: headers, body: ResponseBody(contentLength: Int(message.size)) { writer in
-            var index = 0
-            while let chunk = try await store.chunk(index, of: message.row) {
+            var index = 0, sent: UInt64 = 0
+            // The chunk that completes the size ends the body, with no read for a next one
+            // (for most messages, one chunk, that was a third of a GET's reads).
+            while sent < message.size, let chunk = try await store.chunk(index, of: message.row) {
                 try await writer.write(ByteBuffer(bytes: chunk))
+                sent += UInt64(chunk.count)
                 index += 1
             }
             try await writer.finish(nil)
