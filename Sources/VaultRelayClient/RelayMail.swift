@@ -88,8 +88,8 @@ public enum RelayMail {
     /// (``RelayConnection/messages(after:wait:)``): this identity's other lists there take
     /// every slot, or the relay's are all taken. Those slots free up (another program's
     /// wait ends; a list whose client hung up is let go at once, or within a second by a
-    /// relay from before 2026-11-29), so the list is
-    /// asked again after about 1, 2, 4 … seconds rather than not before `end`: a watch
+    /// relay from before 2026-11-29), so the list is asked again after about 1, 2, 4 …
+    /// seconds rather than not before `end`: a watch
     /// refused once would otherwise miss for a whole wait what the relay then stored. Each
     /// pause is drawn from ¾ to 1¼ of its length, so that clients refused together by a
     /// full relay do not come back together. A relay that cannot be reached, or stops

@@ -190,10 +190,10 @@ extension Keystore {
 
     /// Takes `record` from a relay: keeps it as ``accept(group:)`` does and forgets its
     /// refusals (a leave, an untrusted owner, and a relay's damage or the owner's record
-    /// found not valid up to its version), in one transaction. Returns whether it was stored
-    /// (false: the version kept is as new), or nil when the group is left and this is no join: a leave committed
-    /// by another process after the caller looked wins, where a separate check and write
-    /// would have kept the group again and forgotten the leave.
+    /// found not valid up to its version), in one transaction. Returns whether it was
+    /// stored (false: the version kept is as new), or nil when the group is left and this is
+    /// no join: a leave committed by another process after the caller looked wins, where a
+    /// separate check and write would have kept the group again and forgotten the leave.
     public func take(group record: GroupRecord, joining: Bool) throws(VaultError) -> Bool? {
         try checkTaken(record)
         return try write { db in
