@@ -81,19 +81,20 @@ extension Bench {
         let all = shares
         // The relays' own CPU time a request, besides the rate: the bench client shares the
         // machine's cores with the relays, so the rate alone cannot tell what the relay
-        // costs from what the client does.
-        func timed(_ figures: () async -> RelayBench.Figures) async -> (RelayBench.Figures, Double) {
-            let before = processes.map { $0.cpuSeconds() }.reduce(0, +)
+        // costs from what the client does. And how busy the whole machine was: where it was
+        // busy throughout, another relay process has no core left to run on.
+        func timed(_ figures: () async -> RelayBench.Figures) async -> (RelayBench.Figures, Double, Double) {
+            let before = processes.map { $0.cpuSeconds() }.reduce(0, +), machine = MachineTime.now()
             let result = await figures()
             let used = processes.map { $0.cpuSeconds() }.reduce(0, +) - before
-            return (result, used / Double(max(1, result.count)))
+            return (result, used / Double(max(1, result.count)), MachineTime.now().busy(since: machine))
         }
-        let results: [(RelayBench.Figures, Double)]
+        let results: [(RelayBench.Figures, Double, Double)]
         if client == "plain" {
             // Each kind's requests signed just before it is timed, well within the relay's
             // time window, each by the member and for the process vault's client would use.
             func plain(_ name: String, _ method: String, expect: Int, path: (Int) -> String,
-                       body: (Int) -> [UInt8] = { _ in [] }, by sender: (Int) -> Int) async throws -> (RelayBench.Figures, Double) {
+                       body: (Int) -> [UInt8] = { _ in [] }, by sender: (Int) -> Int) async throws -> (RelayBench.Figures, Double, Double) {
                 let load = try (0..<requests).map { j in
                     let process = processes[j % processes.count]
                     return try RelayLoad.Request(identity: members[sender(j) % members.count], url: process.url, card: process.card,
@@ -132,9 +133,9 @@ extension Bench {
                 },
             ]
         }
-        for (figures, cpu) in results {
-            say(String(format: "%@  %-8@ %7.0f /s   median %6.1f ms   p99 %6.1f ms   relay CPU %5.0f µs a request%@", label,
-                       figures.operation, figures.rate, figures.median * 1000, figures.p99 * 1000, cpu * 1e6,
+        for (figures, cpu, busy) in results {
+            say(String(format: "%@  %-8@ %7.0f /s   median %6.1f ms   p99 %6.1f ms   relay CPU %5.0f µs a request   machine %3.0f%% busy%@", label,
+                       figures.operation, figures.rate, figures.median * 1000, figures.p99 * 1000, cpu * 1e6, busy * 100,
                        figures.failed == 0 ? "" : "   \(figures.failed) failed: \(figures.failure ?? "")"))
         }
     }
@@ -245,6 +246,28 @@ private final class DiscardingSink: MessageSink {
     func write(_ bytes: UnsafeRawBufferPointer) throws {}
     func commit() throws -> String { "nowhere" }
     func discard() {}
+}
+
+/// The whole machine's CPU time so far, busy and in all, from /proc/stat's first line.
+private struct MachineTime {
+    let busy: Double
+    let total: Double
+
+    static func now() -> MachineTime {
+        let stat = (try? String(contentsOfFile: "/proc/stat", encoding: .utf8)) ?? ""
+        // "cpu  user nice system idle iowait irq softirq steal …": idle and iowait are the
+        // time no process ran.
+        let fields = stat.prefix { $0 != "\n" }.split(separator: " ").dropFirst().compactMap { Double($0) }
+        guard fields.count >= 5 else { return MachineTime(busy: 0, total: 0) }
+        let total = fields.prefix(8).reduce(0, +)
+        return MachineTime(busy: total - fields[3] - fields[4], total: total)
+    }
+
+    /// The share of the machine's time that was busy between `earlier` and this one.
+    func busy(since earlier: MachineTime) -> Double {
+        let total = self.total - earlier.total
+        return total > 0 ? (busy - earlier.busy) / total : 0
+    }
 }
 
 /// Relay processes of this very binary, on loopback, for the bench.
