@@ -184,8 +184,8 @@ extension Keystore {
 
     /// Forgets a refusal: the group was accepted after all (and its relays need not be told
     /// of a leave any more).
-    public func forgetRefusal(group: [UInt8], owner: [UInt8]) throws(VaultError) {
-        try write { db in try Self.forgetRefusal(db, group: group, owner: owner) }
+    func forgetRefusal(group: [UInt8], owner: [UInt8]) throws(VaultError) {
+        try write { db in try Self.forgetRefusal(db, group: group, owner: owner, keepingDamageAbove: nil) }
     }
 
     /// Takes `record` from a relay: keeps it as ``accept(group:)`` does and forgets its
@@ -202,20 +202,19 @@ extension Keystore {
                 return nil
             }
             let stored = try Self.keep(db, record)
-            // A refusal of a newer version than this one (a relay's damage, or the owner's
-            // record of it found not valid) still holds: forgotten, it would have that
-            // version fetched, and refused in words, at every receive.
-            try db.execute(sql: """
-                DELETE FROM group_refused WHERE group_id = ? AND owner = ? AND NOT (reason IN ('damaged', 'invalid') AND version > ?)
-                """, arguments: [Data(record.id), Data(record.owner.signingKey), Int64(clamping: record.version)])
-            try db.execute(sql: "DELETE FROM group_declines WHERE group_id = ? AND owner = ?",
-                           arguments: [Data(record.id), Data(record.owner.signingKey)])
+            try Self.forgetRefusal(db, group: record.id, owner: record.owner.signingKey, keepingDamageAbove: record.version)
             return stored
         }
     }
 
-    private static func forgetRefusal(_ db: Database, group: [UInt8], owner: [UInt8]) throws {
-        try db.execute(sql: "DELETE FROM group_refused WHERE group_id = ? AND owner = ?", arguments: [Data(group), Data(owner)])
+    /// Deletes the refusals of `group` by `owner`, and the leave's relays still to be told.
+    /// With `version`, a refusal of a newer version than it for a relay's damage or the
+    /// owner's record found not valid still holds: forgotten, that version would be fetched,
+    /// and refused in words, at every receive.
+    private static func forgetRefusal(_ db: Database, group: [UInt8], owner: [UInt8], keepingDamageAbove version: UInt64?) throws {
+        try db.execute(sql: """
+            DELETE FROM group_refused WHERE group_id = ? AND owner = ? AND NOT (reason IN ('damaged', 'invalid') AND version > ?)
+            """, arguments: [Data(group), Data(owner), version.map { Int64(clamping: $0) } ?? Int64.max])
         try db.execute(sql: "DELETE FROM group_declines WHERE group_id = ? AND owner = ?", arguments: [Data(group), Data(owner)])
     }
 
