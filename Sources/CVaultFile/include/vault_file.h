@@ -7,4 +7,8 @@
 /// waiting (sync_file_range(SYNC_FILE_RANGE_WRITE)). Returns 0, or -1 with errno set.
 int vault_start_write_back(int fd, int64_t start, int64_t length);
 
+/// Renames `from` to `to` unless `to` exists (renameat2(RENAME_NOREPLACE)). Returns 0, or -1
+/// with errno set: EEXIST when `to` exists, EINVAL where the file system cannot refuse.
+int vault_rename_no_replace(const char *from, const char *to);
+
 #endif

@@ -78,3 +78,70 @@ import VaultTestSupport
         #expect(reading.finish() == nil, "a read-ahead hint that fails costs only speed")
     }
 }
+
+/// Where the file system has no O_TMPFILE (vfat, NFS, CIFS), a file for plaintext is
+/// written under a temporary name, and the name asked for appears only whole; what a killed
+/// vault left under such a name is removed by the next write of the same path.
+@Suite struct OutputFileWithoutUnnamedFilesTests {
+    let directory = TemporaryDirectory("vault-output-named")
+
+    func named(_ path: String, replace: Bool = false) throws -> OutputFile {
+        try OutputFile(path: path, replace: replace, mode: 0o600, hiddenUntilCommit: true, durable: false, shownAs: nil, unnamedFiles: false)
+    }
+
+    func entries() throws -> [String] { try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() }
+
+    @Test func theNameAskedForHoldsOnlyAWholeFile() throws {
+        let path = directory.file("plain.txt")
+        let file = try named(path)
+        try Array("part of a secret".utf8).withUnsafeBytes { try file.write($0) }
+        #expect(!FileManager.default.fileExists(atPath: path))
+        let written = try entries()
+        #expect(written.count == 1 && written[0].hasPrefix("plain.txt.vault-\(getpid())-"), "\(written)")
+        try file.commit()
+        #expect(try entries() == ["plain.txt"])
+        #expect(FileManager.default.contents(atPath: path) == Data("part of a secret".utf8))
+        #expect(try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int == 0o600)
+
+        do {
+            let dropped = try named(directory.file("dropped.txt"))
+            try Array("part".utf8).withUnsafeBytes { try dropped.write($0) }
+        }
+        #expect(try entries() == ["plain.txt"])
+    }
+
+    /// A file made at the name while vault wrote is neither replaced nor lost.
+    @Test func aFileThatAppearedMeanwhileIsKept() throws {
+        let path = directory.file("taken.txt")
+        do {
+            let file = try named(path)
+            try Array("vault's".utf8).withUnsafeBytes { try file.write($0) }
+            try Data("someone else's".utf8).write(to: URL(fileURLWithPath: path))
+            #expect(throws: VaultError.fileExists(path: path)) { try file.commit() }
+        }
+        #expect(FileManager.default.contents(atPath: path) == Data("someone else's".utf8))
+        #expect(try entries() == ["taken.txt"])
+
+        let replacing = try named(path, replace: true)
+        try Array("vault's".utf8).withUnsafeBytes { try replacing.write($0) }
+        try replacing.commit()
+        #expect(FileManager.default.contents(atPath: path) == Data("vault's".utf8))
+    }
+
+    /// A process that is gone left its temporary file: removed. A running one's (this
+    /// process's, and the parent's) and files that only look alike are kept.
+    @Test func whatAKilledWriteLeftIsRemovedByTheNextWriteOfThatPath() throws {
+        let gone = Process()
+        gone.executableURL = URL(fileURLWithPath: "/bin/true")
+        try gone.run()
+        gone.waitUntilExit()
+        let path = directory.file("out.txt")
+        let left = ["out.txt.vault-\(gone.processIdentifier)-12345", "out.txt.vault-\(gone.processIdentifier)-9"]
+        let kept = ["out.txt.vault-\(getpid())-77", "out.txt.vault-\(getppid())-78", "out.txt.vault-\(gone.processIdentifier)-x",
+                    "out.txt.vault-\(gone.processIdentifier)", "other.txt.vault-\(gone.processIdentifier)-1"]
+        for name in left + kept { try Data("old".utf8).write(to: URL(fileURLWithPath: directory.file(name))) }
+        let file = try OutputFile(path: path, hiddenUntilCommit: true)
+        try file.commit()
+        #expect(try entries() == (kept + ["out.txt"]).sorted())
+    }
+}
