@@ -98,6 +98,20 @@ import VaultTestSupport
         #expect(((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("a://ok?encryptedData="))
     }
 
+    /// The desktop's handler gets the request as an argument (`url --open %u`): while it
+    /// waits at its prompt, the plaintext is not in the process list.
+    @Test func aRequestGivenAsAnArgumentLeavesTheProcessList() throws {
+        let s = try Setup(allow: false)
+        let request = URLRequestTests.request("encrypt", [("plaintext", "argv marker 7f3a"), ("key", "family"), ("x-success", "a://ok")])
+        let session = try s.alice.vault.interactive("url", "--open", request)
+        try session.expect("[y/N] ")
+        let arguments = try String(decoding: Data(contentsOf: URL(fileURLWithPath: "/proc/\(session.processID)/cmdline")), as: UTF8.self)
+        #expect(arguments.contains("url\0--open\0"), "\(arguments)")
+        #expect(!arguments.contains("marker") && !arguments.contains("vault://"), "\(arguments)")
+        session.send("n")
+        #expect(session.finish().status == 2)
+    }
+
     /// A failure is never confirmed by anyone, so with --open its x-error or x-cancel is
     /// opened only where x-success could send results: not a `file:` URL, and a server only
     /// when its origin is allowed. Otherwise it is printed, with a warning.

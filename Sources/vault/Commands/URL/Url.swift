@@ -51,6 +51,8 @@ struct Url: AsyncParsableCommand {
         if installHandler { return try DesktopHandler.install() }
         if uninstallHandler { return try DesktopHandler.uninstall() }
         let text = try url == "-" ? readRequest() : url!
+        // An encrypt's plaintext is in the request: out of the process list while it waits.
+        if url != "-" { ArgumentHiding.hide(text) }
         let request: CallbackRequest
         do {
             request = try CallbackRequest(parsing: text)
