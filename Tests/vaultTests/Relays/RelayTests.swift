@@ -310,6 +310,30 @@ final class RelayWorld {
         #expect(info.st_uid == 65534 && info.st_gid == 65534 && info.st_mode & 0o777 == 0o600, "\(info.st_uid) \(info.st_mode)")
     }
 
+    /// A store the relay makes is 0600; one that existed keeps its mode, and a mode that
+    /// lets others read the relay's private key is said at every start.
+    @Test func aStoreOthersCanReadIsSaidAtStart() throws {
+        let directory = TemporaryDirectory("vault-store-mode")
+        func start(_ name: String) throws -> String {
+            let relay = try BackgroundProcess(VaultBinary.path, ["relay", "serve", "--listen", "127.0.0.1:0", "--store", "sqlite:" + directory.file(name)],
+                                              environment: [:], logPath: directory.file(name + ".log"))
+            _ = try relay.waitFor("fingerprint ")
+            #expect(relay.stop(SIGTERM) == 0)
+            return relay.log
+        }
+        let made = try start("made.db")
+        #expect(!made.contains("warning"), "\(made)")
+        var info = stat()
+        #expect(stat(directory.file("made.db"), &info) == 0 && info.st_mode & 0o777 == 0o600)
+
+        let shared = directory.file("shared.db")
+        try #require(FileManager.default.createFile(atPath: shared, contents: nil, attributes: [.posixPermissions: 0o644]))
+        let log = try start("shared.db")
+        #expect(log.contains("vault: warning: \(shared) is open to other users (mode 644), and the store holds the relay's private key"), "\(log)")
+        #expect(log.contains("vault: hint: chmod 600 \(shared)*"), "\(log)")
+        #expect(stat(shared, &info) == 0 && info.st_mode & 0o777 == 0o644, "the operator's mode is kept")
+    }
+
     /// The relays lose alice's #1 to bob (as an UNLOGGED table does in a crash): bob
     /// receives #2, sees the gap and asks alice; alice's next receive stores #1 again from
     /// her outbox; bob's next receive has it. Once bob confirmed both, alice's outbox

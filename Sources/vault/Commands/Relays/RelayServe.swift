@@ -104,6 +104,7 @@ struct RelayServe: AsyncParsableCommand {
 
     func run() async throws {
         var configuration = RelayConfiguration(store: try store.location())
+        if case .sqlite(let path) = configuration.store { Self.warnIfReadableByOthers(path) }
         guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]), (0...65535).contains(port) else {
             throw ValidationError("--listen takes HOST:PORT")
         }
@@ -148,6 +149,21 @@ struct RelayServe: AsyncParsableCommand {
             print("limits       \(limits)")
             print("connections  \(listening.connections) at most, \(perAddress) an address (open files: \(listening.files))")
             fflush(stdout)
+        }
+    }
+
+    /// A store file the relay made is 0600; one that already existed keeps its mode (an
+    /// operator may share it with a group on purpose), but it holds the relay's private key,
+    /// with which anyone who reads it can answer as the relay: said at every start, as
+    /// WireGuard says of a configuration others can read.
+    static func warnIfReadableByOthers(_ path: String) {
+        for file in [path, path + "-wal", path + "-shm"] {
+            var info = stat()
+            guard stat(file, &info) == 0, info.st_mode & 0o077 != 0 else { continue }
+            Terminal.standardError("vault: warning: \(file) is open to other users (mode \(String(info.st_mode & 0o777, radix: 8))), "
+                                   + "and the store holds the relay's private key")
+            Terminal.standardError("vault: hint: chmod 600 \(path)*")
+            return
         }
     }
 
