@@ -22,6 +22,8 @@ enum SecretLine {
             guard !line.isEmpty else { throw CLIError.invalidInput("standard input holds no \(what)") }
             return String(decoding: line, as: UTF8.self)
         case let text?:
+            // Given as an argument anyway: out of the process list for the rest of the run.
+            ArgumentHiding.hide(text)
             return text
         case nil:
             do {

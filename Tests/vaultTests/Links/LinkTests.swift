@@ -107,6 +107,16 @@ final class LinkWorld {
         #expect(piped.status == 0 && piped.stdout == "behind a password", "\(piped.stderr)")
         #expect(piped.stderr.contains("that was the last view"), "\(piped.stderr)")
 
+        // Given as an argument after all: out of vault's command line once it runs.
+        let pasted = try world.create(["--password-file", password], stdin: "pasted")
+        let pastedKey = String(pasted[pasted.index(after: pasted.firstIndex(of: "#")!)...])
+        let given = try world.reader.vault.interactive("link", "open", pasted)
+        try given.expect("Password for the link: ")
+        let givenLine = try Data(contentsOf: URL(fileURLWithPath: "/proc/\(given.processID)/cmdline"))
+        #expect(!String(decoding: givenLine, as: UTF8.self).contains(pastedKey), "\(givenLine)")
+        given.send("correct horse")
+        #expect(given.finish().status == 0)
+
         let nothing = try world.reader.fails("link", "open")
         #expect(nothing.contains("vault: error: no link given, and no terminal to ask for it on"), "\(nothing)")
         #expect(nothing.contains("vault: hint: give it on standard input: vault link open - < FILE"), "\(nothing)")
