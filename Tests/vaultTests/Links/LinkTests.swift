@@ -78,6 +78,25 @@ final class LinkWorld {
         #expect(try world.alice.ok("link", "list").contains("gone"))
     }
 
+    /// A view cannot be given back, so what can fail on this machine fails before one is
+    /// claimed: `-o` naming a file that exists or a directory, a password file missing.
+    @Test func aMistakeHereCostsNoView() throws {
+        let world = try LinkWorld()
+        let link = try world.create(["--views", "1"], stdin: "only once")
+        let taken = try world.reader.directory.write("taken.txt", Array("mine".utf8))
+        let exists = try world.reader.fails("link", "open", link, "-o", taken)
+        #expect(exists.contains("already exists"), "\(exists)")
+        #expect(FileManager.default.contents(atPath: taken) == Data("mine".utf8))
+        let directory = try world.reader.fails("link", "open", link, "-o", world.reader.directory.path)
+        #expect(directory.hasPrefix("vault: error: "), "\(directory)")
+        let missing = try world.reader.fails("link", "open", link, "--password-file", world.reader.directory.file("no-such-file"))
+        #expect(missing.contains("no-such-file"), "\(missing)")
+
+        let opened = try world.reader.vault.run(["link", "open", link])
+        #expect(opened.status == 0 && opened.stdout == "only once", "\(opened.stderr)")
+        #expect(opened.stderr.contains("that was the last view"), "\(opened.stderr)")
+    }
+
     /// Issue 32 (L2): the link, key included, need not be on the command line, which any
     /// local user reads in /proc/PID/cmdline. Typed on the terminal (not echoed), it is not
     /// in vault's command line while vault waits at the password prompt; from standard input

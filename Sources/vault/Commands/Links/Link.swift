@@ -124,10 +124,13 @@ struct LinkOpen: AsyncParsableCommand {
 
     func run() async throws {
         let address = try LinkAddress(parsing: try Self.linkText(link))
-        let sink = LinkSink(output: output, force: force)
+        // Everything that can fail here fails before the view is claimed, which cannot be
+        // given back: the password file read, and -o's file made (nameless until the end).
+        let password = try layerPasswordReadingFirst(file: passwordFile, prompt: "Password for the link: ")
+        let sink = try LinkSink(output: output, force: force)
         let (meta, left) = try await LinkClient.open(address, password: { status in
             guard status.password else { return nil }
-            return try layerPassword(file: passwordFile, prompt: "Password for the link: ")()
+            return try password()
         }, metaReady: sink.begin, content: sink.write)
         let destination = try sink.commit()
         let what = meta.kind == .file ? "file" + (meta.name.map { " \(TerminalText.escaped($0))" } ?? "") : "note"
@@ -161,15 +164,17 @@ final class LinkSink {
     private var held: [SecureBytes] = []
     private var heldBytes = 0
 
-    init(output: String?, force: Bool) {
+    /// Makes `output`'s file at once (without a name until ``commit()``): a file that
+    /// exists, or a directory that cannot be written, is refused before the link's view is
+    /// used. A file named by the link is made once its name is known, after the claim.
+    init(output: String?, force: Bool) throws {
         self.output = output
         self.force = force
+        if let output, output != "-" { file = try OutputFile(path: output, replace: force, hiddenUntilCommit: true) }
     }
 
     func begin(_ meta: LinkMeta) throws {
-        if let output, output != "-" {
-            file = try OutputFile(path: output, replace: force, hiddenUntilCommit: true)
-        } else if output == nil, meta.kind == .file {
+        if output == nil, meta.kind == .file {
             file = try OutputFile(path: ReceivedFileName.path(for: meta.name, in: ".", fallback: "link-file"), hiddenUntilCommit: true)
         }
     }
