@@ -97,6 +97,12 @@ import VaultTestSupport
             #expect(message.contains("vault: error: invalid key card: \(expected)"), "\(message)")
         }
         #expect(try bob.fails("peer", "add", "-", "--label", "x", "--yes").contains("standard input holds no key card"))
+        // Standard input that cannot be read (a directory) is an error in words, not a trap.
+        let before = bob.vault.keystoreBytes()
+        let directory = try ProcessRunner.run("/bin/sh", ["-c", #"exec "$0" peer add - --label x --yes < "$1""#, VaultBinary.path, bob.directory.path],
+                                              environment: bob.vault.childEnvironment)
+        #expect(directory.status == 1 && directory.stderr.hasPrefix("vault: error: standard input: Is a directory\n"), "\(directory.stderr)")
+        #expect(bob.vault.keystoreBytes() == before)
         #expect(try bob.fails("peer", "add", card, "--label", "x", "--addr", "nowhere", "--yes").contains("invalid address"))
         #expect(try bob.fails("peer", "add", card, "--image", "x.png", "--yes", status: 64).contains("not both"))
         // No card at all is a usage error, as any missing argument is (issue 32).

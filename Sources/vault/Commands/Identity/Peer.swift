@@ -79,8 +79,8 @@ struct PeerAdd: ParsableCommand {
         case (nil, let path?):
             return try QRScanner.scanCard(imageAt: path)
         case ("-"?, nil):
-            let data = FileHandle.standardInput.readData(ofLength: 4096)
-            guard let text = String(data: data, encoding: .utf8) else {
+            var input = FileSource(standardInput: ())
+            guard let text = String(validating: try input.readFully(4096), as: UTF8.self) else {
                 throw VaultError.invalidCard(.invalidCharacter)
             }
             guard !text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
