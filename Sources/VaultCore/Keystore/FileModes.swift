@@ -50,6 +50,12 @@ enum FileModes {
         }
     }
 
+    /// Whether `path` is missing or holds no bytes.
+    static func isEmpty(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) != 0 || info.st_size == 0
+    }
+
     static func removeDatabaseFiles(_ path: String) {
         for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
     }

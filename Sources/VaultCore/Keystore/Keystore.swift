@@ -18,7 +18,10 @@ public final class Keystore: Sendable {
 
     /// Opens an existing keystore, applying any migrations a newer vault added.
     public static func open(home: VaultHome) throws(VaultError) -> Keystore {
-        guard FileManager.default.fileExists(atPath: home.keystorePath) else {
+        // An empty file (nothing in its log either) is no keystore: connecting would write a
+        // database into it, and a failed command would have changed the file.
+        guard FileManager.default.fileExists(atPath: home.keystorePath),
+              !FileModes.isEmpty(home.keystorePath) || !FileModes.isEmpty(home.keystorePath + "-wal") else {
             throw .noKeystore(path: home.keystorePath)
         }
         try FileModes.tighten(home)

@@ -12,12 +12,21 @@ import GRDB
 ///
 /// Crash safety rests on one order. A file is written under a transient name and fsynced.
 /// Then, inside the transaction that inserts its row and after that insert has taken
-/// SQLite's write lock, it is renamed to its final name and the directory is fsynced; the
-/// commit makes it part of the keystore. A process killed before the rename leaves a
-/// transient file, swept once that process is gone; killed after it, an unreferenced final
-/// file, which ``sweepPieceFiles()`` removes under the same write lock, so a sweep never
-/// races an insert in progress. A removal deletes the row first and the file after the
-/// commit. Either way the keystore as SQLite holds it is the whole truth.
+/// SQLite's write lock, it is marked (`NAME.pending`, an empty file), renamed to its final
+/// name, and the directory is fsynced; the commit makes it part of the keystore, and the
+/// mark goes after it. A process killed before the rename leaves a transient file, swept
+/// once that process is gone; killed after it, an unreferenced final file with its mark,
+/// which ``sweepPieceFiles()`` removes under the same write lock, so a sweep never races an
+/// insert in progress. A removal marks the file in the transaction that deletes its row, and
+/// deletes the file after the commit. Either way the keystore as SQLite holds it is the
+/// whole truth.
+///
+/// Only a marked file is ever swept. An unreferenced file without a mark is no crash's
+/// leftover: the database was lost, emptied, or put back from an older backup, and the file
+/// may be the only copy of a share (a bundle, which `vault secrets import` takes back).
+/// Until 2026-11-29 the sweep removed every unreferenced file, so the first command after
+/// an empty database (or the one `vault init` made in its place) deleted every share held
+/// (found by a review). ``unlistedPieceFiles()`` names them instead.
 extension Keystore {
     /// The folder of piece files.
     var piecesDirectory: String { home.directory + "/pieces" }
@@ -83,29 +92,57 @@ extension Keystore {
         return (file, UInt64(secret.prefixLength + ShareBundle.bodyPrefixLength))
     }
 
-    /// Removes piece files that no row references: those of a process killed between the
-    /// rename and the commit, or between a removal's commit and its unlink. Each is checked
-    /// again under SQLite's write lock, which an insert holds from before its rename to its
-    /// commit. Read-only callers never write: the lock is taken only when a file looks
-    /// orphaned.
-    func sweepPieceFiles() {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: piecesDirectory) else { return }
-        let files = names.filter { $0.hasSuffix(".vshare") && !$0.hasPrefix(".") }
-        guard !files.isEmpty, let held = try? referencedPieceFiles(database) else { return }
-        let unreferenced = files.filter { !held.contains($0) }
-        guard !unreferenced.isEmpty else { return }
-        removeUnreferencedPieceFiles(unreferenced)
+    /// The mark of a piece file in flux: made under the write lock before its row is
+    /// inserted or deleted, removed after the commit.
+    static let pendingMark = ".pending"
+
+    /// Marks the piece file `path` (a full path) as in flux, in the transaction that
+    /// inserts or deletes its row: killed before the mark goes, the sweep decides by the row.
+    func markPending(_ path: String) throws(VaultError) {
+        let fd = Foundation.open(path + Self.pendingMark, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw .fileSystem(path: piecesDirectory, errno: errno) }
+        close(fd)
     }
 
-    /// Unlinks those of `names` that no row references, checked under the write lock.
+    /// Removes the marks of `paths` (full paths of piece files) after their commit.
+    func unmarkPending(_ paths: [String]) {
+        for path in paths { unlink(path + Self.pendingMark) }
+    }
+
+    /// Settles the piece files a process left marked: killed between a rename and its
+    /// commit, or between a removal's commit and its unlink. Each is decided under SQLite's
+    /// write lock, which an insert or removal holds from its mark to its commit. Read-only
+    /// callers never write: the lock is taken only when a mark is there.
+    func sweepPieceFiles() {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: piecesDirectory) else { return }
+        let marked = names.filter { $0.hasSuffix(".vshare" + Self.pendingMark) && !$0.hasPrefix(".") }
+            .map { String($0.dropLast(Self.pendingMark.count)) }
+        guard !marked.isEmpty else { return }
+        removeUnreferencedPieceFiles(marked)
+    }
+
+    /// Unlinks those of `names` that no row references, checked under the write lock, and
+    /// their marks.
     func removeUnreferencedPieceFiles(_ names: [String]) {
         try? database.writeWithoutTransaction { db in
             try db.inTransaction(.immediate) {
                 let held = try referencedPieceFiles(db)
                 for name in names where !held.contains(name) { unlink(piecesDirectory + "/" + name) }
+                unmarkPending(names.map { piecesDirectory + "/" + $0 })
                 return .commit
             }
         }
+    }
+
+    /// Piece files that no share of this keystore lists, nor marks in flux: left by a
+    /// keystore database that was lost, emptied or put back from an older backup. Each is a
+    /// share bundle, kept; `vault secrets import` takes back those sealed to this identity.
+    public func unlistedPieceFiles() throws(VaultError) -> [String] {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: piecesDirectory) else { return [] }
+        let files = Set(names.filter { $0.hasSuffix(".vshare") && !$0.hasPrefix(".") })
+        let marked = Set(names.filter { $0.hasSuffix(".vshare" + Self.pendingMark) }.map { String($0.dropLast(Self.pendingMark.count)) })
+        let held = try read { db in try referencedPieceFiles(db) }
+        return files.subtracting(held).subtracting(marked).sorted().map { piecesDirectory + "/" + $0 }
     }
 
     private func referencedPieceFiles(_ reader: some DatabaseReader) throws -> Set<String> {

@@ -145,6 +145,7 @@ extension Keystore {
     public func removeSecret(_ secret: StoredSecret) throws(VaultError) {
         let orphaned = try itemsOrphaned(byRemoving: secret) > 0
         try write { db in
+            try markPending(pieceFile(secret.header))
             try db.execute(sql: "DELETE FROM secret WHERE id = ?", arguments: [Data(secret.header.rowID)])
             try db.execute(sql: "DELETE FROM auto_release WHERE secret_id = ?", arguments: [Data(secret.header.secretID)])
             if orphaned, let keyID = secret.header.keyID {
@@ -152,8 +153,8 @@ extension Keystore {
             }
         }
         // After the commit, and only if no row took the name again meanwhile (the same share
-        // delivered anew): a crash in between leaves a file no row references, which the
-        // next open sweeps (PieceFiles.swift).
+        // delivered anew): a crash in between leaves a marked file no row references, which
+        // the next open sweeps (PieceFiles.swift).
         removeUnreferencedPieceFiles([(pieceFile(secret.header) as NSString).lastPathComponent])
     }
 
@@ -276,7 +277,7 @@ extension Keystore {
         named: (Int, VaultError) -> VaultError
     ) throws(VaultError) -> [StoredSecret] {
         do {
-            return try write { db in
+            let kept = try write { db in
                 // Renamed files are removed here, under the write lock, should anything fail:
                 // once it is released, another process may give the same name a row.
                 var renamed: [String] = []
@@ -291,12 +292,16 @@ extension Keystore {
                         }
                     }
                     try self.syncPiecesDirectory()
-                    return stored
+                    return (stored, renamed)
                 } catch {
                     for path in renamed { unlink(path) }
+                    self.unmarkPending(renamed + staged.map { self.pieceFile($0.header) })
                     throw error
                 }
             }
+            // Committed: the files are the rows' now.
+            unmarkPending(kept.1)
+            return kept.0
         } catch {
             // Transient names are this process's own. A commit that failed after the renames
             // leaves final names without rows, for the sweep.
@@ -321,6 +326,7 @@ extension Keystore {
             arguments: [Data(header.rowID), name?.value, name?.key, role.rawValue, Data(bundle.prefix), Data(bundle.box),
                         Int64(Date().timeIntervalSince1970)])
         let final = pieceFile(header)
+        try markPending(final)
         guard rename(bundle.path, final) == 0 else { throw VaultError.fileSystem(path: piecesDirectory, errno: errno) }
         renamed(final)
         return try StoredSecret(row: Row.fetchOne(db, sql: "SELECT * FROM secret WHERE id = ?", arguments: [Data(header.rowID)])!)

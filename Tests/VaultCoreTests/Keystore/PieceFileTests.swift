@@ -53,16 +53,48 @@ import VaultTestSupport
     }
 
     /// A process killed between the rename and the commit leaves a final name that no row
-    /// references; the next open removes it, and keeps every referenced file.
-    @Test func anUnreferencedPieceFileIsSweptOnOpen() throws {
+    /// references, marked; the next open removes it and its mark, and keeps every
+    /// referenced file (a mark left after a commit goes, the file stays).
+    @Test func aMarkedUnreferencedPieceFileIsSweptOnOpen() throws {
         let dealt = try deal()
         let orphan = dealt.alice.piecesDirectory + "/" + [UInt8](repeating: 0xab, count: 16).hex + ".vshare"
         #expect(FileManager.default.createFile(atPath: orphan, contents: Data([1, 2, 3])))
+        try dealt.alice.markPending(orphan)
+        try dealt.alice.markPending(dealt.alice.pieceFile(dealt.own.header))
         let other = dealt.alice.piecesDirectory + "/notes.txt"
         #expect(FileManager.default.createFile(atPath: other, contents: Data([1])))
         let reopened = try Keystore.open(home: dealt.alice.home)
         #expect(try names(in: reopened) == [dealt.own.header.rowID.hex + ".vshare", "notes.txt"])
         _ = try reopened.secret(matching: dealt.own.header.secretIDHex)
+        #expect(try reopened.unlistedPieceFiles().isEmpty)
+    }
+
+    /// A piece file that no row references and no mark names is no crash's leftover: the
+    /// database was lost, emptied or put back from an older backup. It is kept, named by
+    /// unlistedPieceFiles, and taken back by an import; an empty database file is refused
+    /// as no keystore, unchanged.
+    @Test func aShareWhoseRowIsGoneIsKeptAndCanBeTakenBack() throws {
+        let dealt = try deal()
+        let held = try dealt.bob.importBundles([dealt.bobBundle], identity: dealt.bobID)[0]
+        let file = dealt.bob.pieceFile(held.header)
+        try dealt.bob.write { db in try db.execute(sql: "DELETE FROM secret") }
+        let reopened = try Keystore.open(home: dealt.bob.home)
+        #expect(try reopened.unlistedPieceFiles() == [file])
+        #expect(FileManager.default.fileExists(atPath: file))
+        let back = try reopened.importBundles([file], identity: dealt.bobID)[0]
+        #expect(back.header.rowID == held.header.rowID && FileManager.default.fileExists(atPath: file))
+        #expect(try reopened.unlistedPieceFiles().isEmpty)
+    }
+
+    /// An empty keystore file (a lost database, a disk that filled) is no keystore: opening
+    /// it writes nothing into it, so a failed command leaves it as it was.
+    @Test func anEmptyKeystoreFileIsRefusedUnchanged() throws {
+        let home = VaultHome(directory: directory.file("emptied"))
+        do { _ = try Keystore.create(home: home, label: Label("e"), passphrase: nil) }
+        for suffix in ["-wal", "-shm"] { unlink(home.keystorePath + suffix) }
+        #expect(truncate(home.keystorePath, 0) == 0)
+        #expect(throws: VaultError.noKeystore(path: home.keystorePath)) { try Keystore.open(home: home) }
+        #expect(try FileManager.default.attributesOfItem(atPath: home.keystorePath)[.size] as? Int == 0)
     }
 
     @Test func aMissingOrResizedPieceFileIsACorruptKeystore() throws {

@@ -72,6 +72,14 @@ struct SecretsList: ParsableCommand {
         let keystore = try home.openKeystore()
         let secrets = try keystore.secrets()
         let peers = try keystore.peers()
+        // Shares whose rows are gone (a lost or older keystore database): kept, and said.
+        let unlisted = try keystore.unlistedPieceFiles()
+        if !unlisted.isEmpty {
+            Terminal.standardError("vault: warning: \(unlisted.count) share file\(unlisted.count == 1 ? "" : "s") in \(keystore.home.directory)/pieces "
+                                   + "\(unlisted.count == 1 ? "is" : "are") not in this keystore (its database was lost, emptied or restored from an older backup)")
+            Terminal.standardError("vault: hint: 'vault secrets import \(ShellWord.quoted(unlisted[0]))' takes one back if it is sealed to this identity; "
+                                   + "each is a share bundle, and vault never deletes them")
+        }
         if json { return try printJSON(secrets.map { SecretJSON($0, peers: peers) }) }
         guard !secrets.isEmpty else {
             Terminal.standardError("no shares yet; 'vault share' makes some, 'vault secrets import' stores received ones")
