@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 @testable import VaultCore
 import VaultTestSupport
@@ -210,5 +211,21 @@ final class Circle {
         #expect(try circle["bob"].fails("secrets", "rm", id).contains("needs confirmation"))
         try circle["bob"].ok("secrets", "rm", id, "--yes")
         #expect(try circle["bob"].fails("secrets", "show", id).contains("no secret matches"))
+    }
+
+    /// A share file whose row is gone (the database put back from an older backup) stays,
+    /// and `secrets list` says so with the import that takes it back.
+    @Test func aShareFileWithoutItsRowIsKeptAndNamed() throws {
+        let circle = try Circle(["alice", "bob", "carol"])
+        let id = try circle.share(from: "alice", ["-", "--to", "bob,carol", "-k", "2"])
+        let home = circle["bob"].vault.home
+        let file = try #require(try FileManager.default.contentsOfDirectory(atPath: home + "/pieces").first { $0.hasSuffix(".vshare") })
+        try DatabaseQueue(path: home + "/vault.sqlite").write { db in try db.execute(sql: "DELETE FROM secret") }
+        let listed = try circle["bob"].vault.run(["secrets", "list"])
+        #expect(listed.status == 0 && listed.stderr.contains("vault: warning: 1 share file in \(home)/pieces is not in this keystore"), "\(listed.stderr)")
+        #expect(listed.stderr.contains("vault: hint: 'vault secrets import \(home)/pieces/\(file)'"), "\(listed.stderr)")
+        try circle["bob"].ok("secrets", "import", home + "/pieces/" + file, "--yes")
+        let again = try circle["bob"].vault.run(["secrets", "list"])
+        #expect(!again.stderr.contains("warning") && again.stdout.contains(String(id.prefix(16))), "\(again.stderr)")
     }
 }
