@@ -13,4 +13,30 @@ public enum ItemInput {
         }
         return whole
     }
+
+    /// Reads an export through without its key, as its import will: armor or QR text
+    /// unwrapped, the header parsed, the stream counted to its stated length, nothing after
+    /// it. For input that can be read twice, before a locked key is recovered for it: a
+    /// truncated or damaged file must not cost its holders a release (and their consent).
+    public static func checkWhole(_ source: any ByteSource) throws {
+        var input = try open(source)
+        let (_, streamLength) = try ItemCrypto.readHeader(&input)
+        var left = streamLength
+        var buffer = [UInt8](repeating: 0, count: SecretStream.sealedChunkLength)
+        while left > 0 {
+            let wanted = Int(min(left, UInt64(buffer.count)))
+            let count = try buffer.withUnsafeMutableBytes { try input.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<wanted])) }
+            guard count > 0 else { throw truncated(streamLength: streamLength, left: left) }
+            left -= UInt64(count)
+        }
+        guard try input.readFully(1).isEmpty else { throw trailingBytes }
+    }
+
+    /// The refusal of an export whose stream ends `left` bytes short.
+    static func truncated(streamLength: UInt64, left: UInt64) -> VaultError {
+        .truncated(what: "the item (\(streamLength - left) of \(streamLength) stream bytes arrived)")
+    }
+
+    /// The refusal of an export with bytes after its stream.
+    static let trailingBytes = VaultError.malformed(what: "the item", detail: "bytes follow its stream")
 }

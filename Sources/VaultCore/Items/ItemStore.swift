@@ -103,16 +103,12 @@ extension Keystore {
         do {
             while left > 0 {
                 let chunk = try source.readFully(Int(min(left, UInt64(SecretStream.sealedChunkLength))))
-                guard !chunk.isEmpty else {
-                    throw VaultError.truncated(what: "the item (\(streamLength - left) of \(streamLength) stream bytes arrived)")
-                }
+                guard !chunk.isEmpty else { throw ItemInput.truncated(streamLength: streamLength, left: left) }
                 try rows.write(chunk)
                 try opener.map { opener in try chunk.withUnsafeBytes { try opener.write($0) } }
                 left -= UInt64(chunk.count)
             }
-            guard try source.readFully(1).isEmpty else {
-                throw VaultError.malformed(what: "the item", detail: "bytes follow its stream")
-            }
+            guard try source.readFully(1).isEmpty else { throw ItemInput.trailingBytes }
             try opener?.finish()
             if opener != nil { try check.finish() }
         } catch {

@@ -157,6 +157,14 @@ import VaultTestSupport
         #expect(try h.fails("carol", ["item", "import", cut, "--yes"]).contains("is truncated"))
         let cutArmor = try files.write("cut.asc", Data(armor.utf8.dropLast(30)))
         #expect(try h.fails("carol", ["item", "import", cutArmor, "--yes"]).contains("no END line"))
+        // With the key locked, a damaged file is refused before its holders are asked.
+        try h.ok("carol", ["lock"])
+        for (file, refusal) in [(cut, "is truncated"), (cutArmor, "no END line"), (tampered + ".long", "bytes follow its stream")] {
+            if file.hasSuffix(".long") { _ = try files.write("tampered.vitem.long", bytes + [0]) }
+            let refused = try h.fails("carol", ["item", "import", file, "--yes"])
+            #expect(refused.contains(refusal) && !refused.contains("recovering") && !refused.contains("unlocked"), "\(refused)")
+        }
+        #expect(try h.ok("carol", ["keys", "list"]).contains("locked"))
         var joined = lines.map(String.init)
         joined[1] += joined.remove(at: 2)
         let wide = try files.write("wide.asc", Data((joined.joined(separator: "\n") + "\n").utf8))

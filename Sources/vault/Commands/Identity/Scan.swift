@@ -56,11 +56,11 @@ struct Scan: AsyncParsableCommand {
         }
         if ItemArmor.isQRText(payload) {
             let keystore = try home.openKeystore()
-            var source: any ByteSource = BytesSource(try naming(image.map { "the QR code in \($0)" } ?? "standard input") {
-                try ItemArmor.export(fromQRText: payload)
-            })
-            return try await importItem(from: &source, named: image.map { "the QR code in \($0)" } ?? "standard input", keystore: keystore,
-                                        keys: keys, recovery: recovery, confirmation: confirmation)
+            let export = try naming(image.map { "the QR code in \($0)" } ?? "standard input") { try ItemArmor.export(fromQRText: payload) }
+            var source: any ByteSource = BytesSource(export)
+            return try await importItem(from: &source, named: image.map { "the QR code in \($0)" } ?? "standard input",
+                                        rereading: { BytesSource(export) }, keystore: keystore, keys: keys, recovery: recovery,
+                                        confirmation: confirmation)
         }
         guard payload.lowercased().hasPrefix("vault1") else {
             throw CLIError.invalidInput("the scanned text is neither a vault key card nor a vault item")

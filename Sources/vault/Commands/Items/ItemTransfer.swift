@@ -109,16 +109,22 @@ struct ItemImport: AsyncParsableCommand {
         let name = file == "-" ? "standard input" : file
         let input: any ByteSource = file == "-" ? FileSource(standardInput: ()) : try FileSource(path: file)
         var source = try naming(name) { try ItemInput.open(input) }
-        try await importItem(from: &source, named: name, keystore: keystore, keys: keys, recovery: recovery, confirmation: confirmation)
+        let file = file
+        try await importItem(from: &source, named: name, rereading: file == "-" ? nil : { try FileSource(path: file) }, keystore: keystore,
+                             keys: keys, recovery: recovery, confirmation: confirmation)
     }
 }
 
 /// Imports one item from `source` (binary export, already unwrapped from armor or QR text),
 /// whose refusals name it as `name`. Its key comes from the agent or, after asking (unless
 /// `--yes`), by recovery, which also unlocks it in a running agent for 15 minutes.
-func importItem(from source: inout any ByteSource, named name: String, keystore: Keystore, keys: PassphraseOption,
-                recovery: KeyRecoveryOptions, confirmation: ConfirmOption) async throws {
+/// `rereading` gives the input again from its start, where it can be read twice (a file,
+/// not standard input): it is read through first, so that a damaged one is refused before
+/// anyone is asked for the key.
+func importItem(from source: inout any ByteSource, named name: String, rereading: (() throws -> any ByteSource)?, keystore: Keystore,
+                keys: PassphraseOption, recovery: KeyRecoveryOptions, confirmation: ConfirmOption) async throws {
     let (header, streamLength) = try naming(name) { try keystore.readItemHeader(&source) }
+    if let rereading { try naming(name) { try ItemInput.checkWhole(rereading()) } }
     guard let holding = try keystore.sharedKey(id: header.keyID) else { throw VaultError.noShareOfKey(keyID: header.keyID.hex) }
     let access = await KeyAccess.open(keystore)
     let (itemKey, recovered) = try await access.itemKeyUnlocking(for: header, holding: holding, unlockSeconds: 15 * 60) {
