@@ -71,13 +71,22 @@ public enum RelayServer {
         ]))
         let server: HTTPServerBuilder
         if let tls = configuration.tls {
+            // Each file named, with what is wrong with it: NIOSSL's errors name neither.
+            func load<T>(_ what: String, _ path: String, _ body: () throws -> T) throws -> T {
+                guard access(path, R_OK) == 0 else { throw RelayStartFailure("cannot read the TLS \(what) \(path): \(String(cString: strerror(errno)))") }
+                do { return try body() } catch { throw RelayStartFailure("the TLS \(what) \(path) is not a \(what) in PEM") }
+            }
+            let chain = try load("certificate", tls.certificate) {
+                let chain = try NIOSSLCertificate.fromPEMFile(tls.certificate)
+                guard !chain.isEmpty else { throw RelayStartFailure("empty") }
+                return chain.map { NIOSSLCertificateSource.certificate($0) }
+            }
+            let key = try load("key", tls.key) { try NIOSSLPrivateKey(file: tls.key, format: .pem) }
             do {
-                let chain = try NIOSSLCertificate.fromPEMFile(tls.certificate).map { NIOSSLCertificateSource.certificate($0) }
-                let key = try NIOSSLPrivateKey(file: tls.key, format: .pem)
                 server = try HTTPServerBuilder.tls(http1,
                                                    tlsConfiguration: TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key)))
             } catch {
-                throw RelayStartFailure("cannot load the TLS certificate or key: \(error)")
+                throw RelayStartFailure("cannot use the TLS certificate \(tls.certificate) with the key \(tls.key): \(error)")
             }
         } else {
             server = http1

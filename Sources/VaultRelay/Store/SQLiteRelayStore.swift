@@ -14,7 +14,19 @@ final class SQLiteRelayStore: RelayStore {
     /// The request nonces, in a file of their own (`path` + `.nonces`).
     let nonces: SQLiteNonces
 
-    init(path: String) throws {
+    convenience init(path: String) throws {
+        do {
+            try self.init(opening: path)
+        } catch let error as DatabaseError {
+            // SQLite says only "unable to open database file" of a directory in the file's place.
+            var info = stat()
+            let reason = stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR ? "it is a directory"
+                : error.message ?? "SQLite error \(error.resultCode.rawValue)"
+            throw RelayStartFailure("cannot open the store \(path): \(reason)")
+        }
+    }
+
+    private init(opening path: String) throws {
         try Self.createPrivately(path)
         var configuration = Configuration()
         configuration.foreignKeysEnabled = true

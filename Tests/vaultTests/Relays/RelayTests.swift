@@ -334,6 +334,24 @@ final class RelayWorld {
         #expect(stat(shared, &info) == 0 && info.st_mode & 0o777 == 0o644, "the operator's mode is kept")
     }
 
+    /// A store or TLS file that cannot serve is refused in words, naming the file.
+    @Test func filesThatCannotServeAreNamed() throws {
+        let directory = TemporaryDirectory("vault-relay-files")
+        let text = try directory.write("note.txt", Array("not a database, nor PEM\n".utf8))
+        func refusal(_ arguments: [String]) throws -> String {
+            let result = try ProcessRunner.run(VaultBinary.path, ["relay", "serve", "--listen", "127.0.0.1:0"] + arguments)
+            #expect(result.status == 1, "\(result.stderr)")
+            return result.stderr
+        }
+        #expect(try refusal(["--store", "sqlite:" + directory.path]) == "vault: error: cannot open the store \(directory.path): it is a directory\n")
+        #expect(try refusal(["--store", "sqlite:" + text]) == "vault: error: cannot open the store \(text): file is not a database\n")
+        let store = ["--store", "sqlite:" + directory.file("relay.db")]
+        #expect(try refusal(store + ["--tls-cert", text, "--tls-key", text])
+                == "vault: error: the TLS certificate \(text) is not a certificate in PEM\n")
+        #expect(try refusal(store + ["--tls-cert", directory.file("none.pem"), "--tls-key", text])
+                == "vault: error: cannot read the TLS certificate \(directory.file("none.pem")): No such file or directory\n")
+    }
+
     /// The relays lose alice's #1 to bob (as an UNLOGGED table does in a crash): bob
     /// receives #2, sees the gap and asks alice; alice's next receive stores #1 again from
     /// her outbox; bob's next receive has it. Once bob confirmed both, alice's outbox

@@ -104,7 +104,6 @@ struct RelayServe: AsyncParsableCommand {
 
     func run() async throws {
         var configuration = RelayConfiguration(store: try store.location())
-        if case .sqlite(let path) = configuration.store { Self.warnIfReadableByOthers(path) }
         guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]), (0...65535).contains(port) else {
             throw ValidationError("--listen takes HOST:PORT")
         }
@@ -141,6 +140,7 @@ struct RelayServe: AsyncParsableCommand {
             + "\(ByteCount.limit(configuration.groupQuota)) a group, \(ByteCount.limit(configuration.ownerQuota)) an owner, "
             + "\(ByteCount.limit(configuration.totalQuota)) in all; links up to \(ByteCount.limit(configuration.maximumLink)), "
             + "\(ByteCount.limit(configuration.linkQuota)) in all"
+        let store = configuration.store
         try await RelayServer.run(configuration) { listening in
             print("vault relay: listening on \(listening.url)")
             print("card         \(listening.card.text)")
@@ -149,6 +149,7 @@ struct RelayServe: AsyncParsableCommand {
             print("limits       \(limits)")
             print("connections  \(listening.connections) at most, \(perAddress) an address (open files: \(listening.files))")
             fflush(stdout)
+            if case .sqlite(let path) = store { Self.warnIfReadableByOthers(path) }
         }
     }
 
@@ -159,7 +160,7 @@ struct RelayServe: AsyncParsableCommand {
     static func warnIfReadableByOthers(_ path: String) {
         for file in [path, path + "-wal", path + "-shm"] {
             var info = stat()
-            guard stat(file, &info) == 0, info.st_mode & 0o077 != 0 else { continue }
+            guard stat(file, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_mode & 0o077 != 0 else { continue }
             Terminal.standardError("vault: warning: \(file) is open to other users (mode \(String(info.st_mode & 0o777, radix: 8))), "
                                    + "and the store holds the relay's private key")
             Terminal.standardError("vault: hint: chmod 600 \(path)*")
