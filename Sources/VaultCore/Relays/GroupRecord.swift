@@ -150,21 +150,21 @@ public struct GroupRecord: Equatable, Sendable {
     private static func body(id: [UInt8], version: UInt64, name: Label, owner: KeyCard, relays: [Relay], members: [Member])
         throws(VaultError) -> [UInt8] {
         guard (2...maximumRelays).contains(relays.count) else {
-            throw .invalidSecret("a group needs 2 to \(maximumRelays) relays, and this one has \(relays.count)")
+            throw .invalidGroup("a group needs 2 to \(maximumRelays) relays, and this one has \(relays.count)")
         }
         guard (1...maximumMembers).contains(members.count) else {
-            throw .invalidSecret("a group has 1 to \(maximumMembers) members, and this one has \(members.count)")
+            throw .invalidGroup("a group has 1 to \(maximumMembers) members, and this one has \(members.count)")
         }
-        guard members.contains(where: { $0.card == owner }) else { throw .invalidSecret("the owner is not a member") }
+        guard members.contains(where: { $0.card == owner }) else { throw .invalidGroup("the owner is not a member") }
         guard Set(members.map(\.card.signingKey)).count == members.count, Set(members.map(\.label.key)).count == members.count else {
-            throw .invalidSecret("a member appears twice")
+            throw .invalidGroup("a member appears twice")
         }
         guard Set(relays.map(\.card.signingKey)).count == relays.count, Set(relays.map(\.name.key)).count == relays.count else {
-            throw .invalidSecret("a relay appears twice")
+            throw .invalidGroup("a relay appears twice")
         }
         // Stores keep versions as signed 64-bit integers (SQLite, PostgreSQL): a larger one
         // would trap whoever converts it.
-        guard version <= UInt64(Int64.max) else { throw .invalidSecret("a group's version is at most 2^63 - 1") }
+        guard version <= UInt64(Int64.max) else { throw .invalidGroup("a group's version is at most 2^63 - 1") }
         // One spelling per URL (no trailing /), so clients join paths to it as written, and
         // one reading of it (RelayURL), so every member reaches the same relay.
         for relay in relays { try RelayURL.checkCanonical(relay.url) }

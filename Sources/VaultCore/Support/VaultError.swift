@@ -92,6 +92,8 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
     // Threshold secrets.
     /// The secret to share breaks a rule (empty, too large, a bad field).
     case invalidSecret(String)
+    /// A group record breaks a rule (its relays or members counted, or named twice).
+    case invalidGroup(String)
     /// k and n are out of range: 2 ≤ k ≤ n ≤ 255.
     case invalidThreshold(k: Int, n: Int)
     /// A share bundle or released piece failed to parse; the text says where.
@@ -222,6 +224,7 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
         case .notAKeyCard(let path, let defect): "the QR code in \(path) is not a vault key card (\(defect))"
         case .qrPayloadTooLarge(let count): "\(count) bytes do not fit in a QR code"
         case .invalidSecret(let detail): "invalid secret: \(detail)"
+        case .invalidGroup(let detail): "invalid group: \(detail)"
         case .invalidThreshold(let k, let n): "threshold \(k) of \(n) holders is out of range (2 ≤ k ≤ n ≤ 255)"
         case .malformed(let what, let detail): "\(what) is malformed: \(detail)"
         case .badSignature(let what): "the dealer's signature on \(what) does not verify"

@@ -158,12 +158,12 @@ import VaultTestSupport
     }
 
     @Test func theRulesHold() throws {
-        #expect(throws: VaultError.invalidSecret("the owner is not a member")) { try record(members: [1, 2]) }
+        #expect(throws: VaultError.invalidGroup("the owner is not a member")) { try record(members: [1, 2]) }
         #expect(throws: VaultError.self) { try record(relays: 1) }
         #expect(throws: VaultError.self) { try record(relays: 33) }
-        #expect(throws: VaultError.invalidSecret("a member appears twice")) { try record(members: [0, 1, 1]) }
+        #expect(throws: VaultError.invalidGroup("a member appears twice")) { try record(members: [0, 1, 1]) }
         // Stores keep versions as signed 64-bit integers.
-        #expect(throws: VaultError.invalidSecret("a group's version is at most 2^63 - 1")) { try record(version: 1 << 63) }
+        #expect(throws: VaultError.invalidGroup("a group's version is at most 2^63 - 1")) { try record(version: 1 << 63) }
         #expect(try record(version: UInt64(Int64.max)).version == UInt64(Int64.max))
     }
 

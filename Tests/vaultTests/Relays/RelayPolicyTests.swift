@@ -89,6 +89,8 @@ import VaultTestSupport
         let world = try RelayWorld(relayOptions: [1: ["--groups-per-owner", "2", "--owner-quota", "300KiB", "--group-quota", "1GiB"],
                                                   2: ["--total-quota", "200KiB"]])
         try world.alice.ok("group", "create", "second", "--relays", "r1,r2,r3", "--members", "bob")
+        #expect(try world.alice.fails("group", "create", "one", "--relays", "r1")
+                    .contains("vault: error: invalid group: a group needs 2 to 32 relays, and this one has 1"))
         let third = try world.alice.vault.run(["group", "create", "third", "--relays", "r1,r3"])
         #expect(third.stderr.contains("relay r1: an owner may have at most 2 groups on this relay"), "\(third.stderr)")
 
