@@ -246,7 +246,7 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
         case .unsupportedVersion(let what, let version, let supported):
             "\(what) is in format version \(version), and this vault reads version \(supported) only"
         case .unknownKey(let name): "no shared key matches \(quoted(name))"
-        case .noShareOfKey(let id): "you hold no share of key \(id.prefix(16)), which encrypts this item"
+        case .noShareOfKey(let id): "you hold no share of key \(id), which encrypts this item"
         case .notAKey(let name): "\(quoted(name)) is a secret, not a shared key"
         case .badKey: "the recovered secret is not a 32-byte key"
         case .invalidDestination(let text):

@@ -125,7 +125,9 @@ func importItem(from source: inout any ByteSource, named name: String, rereading
                 keys: PassphraseOption, recovery: KeyRecoveryOptions, confirmation: ConfirmOption) async throws {
     let (header, streamLength) = try naming(name) { try keystore.readItemHeader(&source) }
     if let rereading { try naming(name) { try ItemInput.checkWhole(rereading()) } }
-    guard let holding = try keystore.sharedKey(id: header.keyID) else { throw VaultError.noShareOfKey(keyID: header.keyID.hex) }
+    guard let holding = try keystore.sharedKey(id: header.keyID) else {
+        throw VaultError.noShareOfKey(keyID: header.keyID.hex).about(file: name)
+    }
     let access = await KeyAccess.open(keystore)
     let (itemKey, recovered) = try await access.itemKeyUnlocking(for: header, holding: holding, unlockSeconds: 15 * 60) {
         let question = access.agent == nil
