@@ -10,10 +10,13 @@ public enum PassphraseFile {
     public static let maximumLength = 4096
 
     /// The passphrase in the file at `path` (`-` is not accepted: stdin may carry data).
-    public static func read(_ path: String) throws(VaultError) -> SecureBytes {
+    /// Errors call it `what` (a passphrase, a PIN, a password) and the file `shownAs`
+    /// (default: its path; "standard input" for `/dev/stdin`).
+    public static func read(_ path: String, what: String = "passphrase", shownAs: String? = nil) throws(VaultError) -> SecureBytes {
+        let name = shownAs ?? path
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
-            throw .fileSystem(path: path, reason: String(cString: strerror(errno)))
+            throw .fileSystem(path: name, reason: String(cString: strerror(errno)))
         }
         defer { close(fd) }
         let buffer = SecureBytes(count: maximumLength + 1)
@@ -21,19 +24,19 @@ public enum PassphraseFile {
         while length < buffer.count {
             let count = buffer.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress! + length, $0.count - length) }
             if count < 0 && errno == EINTR { continue }
-            guard count >= 0 else { throw .fileSystem(path: path, reason: String(cString: strerror(errno))) }
+            guard count >= 0 else { throw .fileSystem(path: name, reason: String(cString: strerror(errno))) }
             if count == 0 { break }
             length += count
         }
         guard length <= maximumLength else {
-            throw .fileSystem(path: path, reason: "a passphrase file is at most \(maximumLength) bytes")
+            throw .fileSystem(path: name, reason: "a \(what) file is at most \(maximumLength) bytes")
         }
         let end = buffer.withUnsafeBytes { bytes -> Int in
             var end = bytes.prefix(length).firstIndex(of: 0x0A) ?? length
             if end > 0 && bytes[end - 1] == 0x0D { end -= 1 }
             return end
         }
-        guard end > 0 else { throw .inFile(path: path, .emptyPassphrase) }
+        guard end > 0 else { throw .inFile(path: name, what == "passphrase" ? .emptyPassphrase : .empty(what: what)) }
         return buffer.slice(0..<end)
     }
 }

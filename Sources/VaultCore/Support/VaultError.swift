@@ -39,6 +39,8 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
     case wrongPassphrase
     /// An empty passphrase was given where one is required.
     case emptyPassphrase
+    /// A password or PIN given in a file is empty.
+    case empty(what: String)
     /// Stored or requested scrypt parameters are outside the accepted bounds.
     case kdfParametersOutOfRange(String)
 
@@ -194,6 +196,7 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
         case .passphraseRequired: "the private keys are protected by a passphrase and none was given"
         case .wrongPassphrase: "wrong passphrase"
         case .emptyPassphrase: "the passphrase is empty"
+        case .empty(let what): "the \(what) is empty"
         case .kdfParametersOutOfRange(let detail): "scrypt parameters out of range: \(detail)"
         case .tpmLibraryMissing(let detail): "the TPM library tpm2-tss is not installed (\(detail))"
         case .noTPM(let detail): "no TPM: \(detail)"

@@ -7,7 +7,7 @@ enum NewPIN {
     static func read(file: String?) throws -> SecureBytes {
         let pin: SecureBytes
         if let file {
-            pin = try PassphraseFile.read(file)
+            pin = try PassphraseFile.read(file, what: "PIN")
         } else {
             do {
                 pin = try Terminal.passphrase(prompt: "New TPM PIN: ", confirm: true)

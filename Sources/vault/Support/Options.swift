@@ -41,7 +41,7 @@ struct PassphraseOption: ParsableArguments {
     /// The TPM PIN for `info`'s keys: nil when they need none.
     func pin(for info: IdentityInfo) throws -> SecureBytes? {
         guard info.needsPIN else { return nil }
-        if let pinFile { return try PassphraseFile.read(pinFile) }
+        if let pinFile { return try PassphraseFile.read(pinFile, what: "PIN") }
         do {
             return try Terminal.passphrase(prompt: "TPM PIN for \(info.label): ")
         } catch CLIError.noTerminal {
@@ -133,7 +133,7 @@ struct PasswordLayerOptions: ParsableArguments {
     /// The password, if a layer was asked for (from the file, else twice on the terminal).
     func read(prompt: String) throws -> SecureBytes? {
         if let passwordFile {
-            let password = try PassphraseFile.read(passwordFile)
+            let password = try PassphraseFile.read(passwordFile, what: "password")
             PassphraseRules.warnIfShort(password, from: passwordFile, guarding: PassphraseRules.passwordLayer)
             return password
         }
@@ -145,7 +145,7 @@ struct PasswordLayerOptions: ParsableArguments {
 /// first line of `file`, else on the terminal; without either, `passwordRequired`.
 func layerPassword(file: String?, prompt: String) -> () throws -> SecureBytes {
     {
-        if let file { return try PassphraseFile.read(file) }
+        if let file { return try PassphraseFile.read(file, what: "password") }
         do {
             return try Terminal.passphrase(prompt: prompt)
         } catch CLIError.noTerminal {
@@ -158,7 +158,7 @@ func layerPassword(file: String?, prompt: String) -> () throws -> SecureBytes {
 /// password file that is missing fails at once, not after the passphrase and the pieces.
 func layerPasswordReadingFirst(file: String?, prompt: String) throws -> () throws -> SecureBytes {
     guard let file else { return layerPassword(file: nil, prompt: prompt) }
-    let password = try PassphraseFile.read(file)
+    let password = try PassphraseFile.read(file, what: "password")
     return { password }
 }
 

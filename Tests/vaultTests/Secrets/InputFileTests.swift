@@ -43,6 +43,11 @@ import VaultTestSupport
             (["secrets", "import", "--yes", garbage], "\(garbage): the share bundle is malformed"),
             (["item", "import", junk], "\(junk): "),
             (["passphrase", "--new-passphrase-file", empty], "\(empty): the passphrase is empty"),
+            // A password or PIN file is called what it holds.
+            (["share", "--type", "note", note, "--to", "alice", "-k", "2", "--password-file", empty], "\(empty): the password is empty"),
+            (["passphrase", "--tpm", "--new-pin-file", empty], "\(empty): the PIN is empty"),
+            (["share", "--type", "password", "-", "--to", "alice", "-k", "2"], "standard input: the password is empty"),
+            (["share", "--type", "password", "--to", "alice", "-k", "2"], "no password to store was given, and there is no terminal to ask for it on"),
             (["peer", "add", "--image", junk, "--yes"], "cannot read image \(junk)"),
         ]
         for (arguments, expected) in cases {

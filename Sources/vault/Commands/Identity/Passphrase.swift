@@ -71,7 +71,7 @@ struct Passphrase: ParsableCommand {
         }
         // New secrets' files are read before the current ones are asked for.
         let fromFile = try newPassphraseFile.map { try PassphraseFile.read($0) }
-        let pinFromFile = try newPinFile.map { try PassphraseFile.read($0) }
+        let pinFromFile = try newPinFile.map { try PassphraseFile.read($0, what: "PIN") }
         if let pinFromFile { try PINRules.check(pinFromFile) }
         // Check the current passphrase and PIN before asking for new ones.
         let opened = try current.open(keystore)

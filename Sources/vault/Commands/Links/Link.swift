@@ -78,7 +78,7 @@ struct LinkCreate: AsyncParsableCommand {
         let kind = type.flatMap(LinkMeta.Kind.init(rawValue:)) ?? (fromFile ? .file : .note)
         let name = kind == .file ? file.map { URL(fileURLWithPath: $0).lastPathComponent } : nil
         let meta = try LinkMeta(kind: kind, name: name)
-        let secret = try passwordFile.map { try PassphraseFile.read($0) }
+        let secret = try passwordFile.map { try PassphraseFile.read($0, what: "password") }
             ?? (password ? try Terminal.passphrase(prompt: "Password for the link: ", confirm: true) : nil)
         let signer = signed ? try keys.unlock(keystore) : nil
         var source = fromFile ? try FileSource(path: file!) : FileSource(standardInput: ())

@@ -145,8 +145,16 @@ func secretContent(type: SecretType, file: String?) throws -> any ByteSource {
         return SecureBytesSource(key)
     case .password:
         // The first line of the file or of standard input, without its line ending.
-        guard let file, !typing else { return SecureBytesSource(try Terminal.passphrase(prompt: "Password to store: ", confirm: true)) }
-        return SecureBytesSource(try PassphraseFile.read(file == "-" ? "/dev/stdin" : file))
+        guard let file, !typing else {
+            do {
+                return SecureBytesSource(try Terminal.passphrase(prompt: "Password to store: ", confirm: true))
+            } catch CLIError.noTerminal {
+                throw CLIError.unavailable("no password to store was given, and there is no terminal to ask for it on",
+                                           hint: "give it as the first line of a FILE, or of standard input with -")
+            }
+        }
+        return SecureBytesSource(try PassphraseFile.read(file == "-" ? "/dev/stdin" : file, what: "password",
+                                                         shownAs: file == "-" ? "standard input" : nil))
     case .contact where file == nil:
         return BytesSource([])
     default:
@@ -158,7 +166,8 @@ func secretContent(type: SecretType, file: String?) throws -> any ByteSource {
 
 /// A new secret's or item's input, with its files opened (and a password file read) before
 /// the command asks for anything: a FILE that is missing fails at once, not after the
-/// passphrase. Standard input, which may be a person typing, is read only when it is time.
+/// passphrase. Standard input, which may be a person typing, is read only when it is time,
+/// but for a password to store, which is one line.
 struct SecretInput {
     private let type: SecretType
     private let file: String?
@@ -171,7 +180,9 @@ struct SecretInput {
         self.type = type
         self.file = file
         self.passwordLayer = passwordLayer
-        opened = file != nil && file != "-" ? try secretContent(type: type, file: file) : nil
+        // A password to store is one line, read (or asked for) now too: standard input
+        // without one must fail before a locked key is recovered or a passphrase asked.
+        opened = type == .password || (file != nil && file != "-") ? try secretContent(type: type, file: file) : nil
         filePassword = passwordLayer?.passwordFile != nil ? try passwordLayer?.read(prompt: "") : nil
     }
 
