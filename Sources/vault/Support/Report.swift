@@ -174,9 +174,9 @@ enum Report {
         case .ownCard:
             "import the other person's key card; 'vault id' shows yours"
         case .duplicatePeerKey(let label):
-            "'vault peer show \(label)' shows it"
+            "'vault peer show \(ShellWord.quoted(label))' shows it"
         case .duplicatePeerLabel:
-            "choose another name with --label NAME"
+            "choose another name ('vault peer add' takes one with --label NAME); 'vault peer list' shows the names taken"
         case .unknownPeer:
             "'vault peer list' shows the trusted peers"
         case .unknownRelay:

@@ -334,6 +334,20 @@ final class RelayWorld {
         #expect(stat(shared, &info) == 0 && info.st_mode & 0o777 == 0o644, "the operator's mode is kept")
     }
 
+    /// `relay add --card` pins the card given only when the relay shows it; the card may
+    /// carry a #label (as `vault id` prints one), and a mistyped card is said before the
+    /// relay is asked.
+    @Test func aRelayIsPinnedByTheCardGiven() throws {
+        let world = try RelayWorld()
+        let card = try cardOf(world.urls[1])
+        let added = try world.alice.vault.run(["relay", "add", "again", world.urls[1], "--card", card + "#r2"])
+        #expect(added.status == 0 && added.stderr.contains("pinned relay 'again'"), "\(added.stderr)")
+        let other = try world.alice.fails("relay", "add", "wrong", world.urls[0], "--card", card)
+        #expect(other.contains("shows another card than the one given"), "\(other)")
+        let typo = try world.alice.fails("relay", "add", "nowhere", "http://127.0.0.1:9", "--card", "vault1nope")
+        #expect(typo.contains("vault: error: invalid key card") && !typo.contains("reach"), "\(typo)")
+    }
+
     /// A store or TLS file that cannot serve is refused in words, naming the file.
     @Test func filesThatCannotServeAreNamed() throws {
         let directory = TemporaryDirectory("vault-relay-files")

@@ -40,10 +40,13 @@ struct RelayAdd: AsyncParsableCommand {
         let label = try Label(name)
         let base = try RelayURL.check(url)
         let keystore = try home.openKeystore()
+        // A card given is read before the relay is asked, a mistyped one said as such; in
+        // any form a card is shown in (with a #label, as `vault id` prints it).
+        let given = try card.map { try CardOffer(text: $0).card }
         let (info, shown) = try await RelayConnection.fetchCard(url: base)
         let pinned: KeyCard
-        if let card {
-            pinned = try KeyCard(text: card)
+        if let given {
+            pinned = given
             guard pinned == shown else {
                 throw CLIError.unavailable("the relay at \(base) shows another card than the one given",
                                            hint: "check the URL and the card with the relay's operator; do not pin it")
