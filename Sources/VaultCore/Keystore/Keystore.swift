@@ -268,7 +268,7 @@ public final class Keystore: Sendable {
             case .SQLITE_FULL: throw .storage("cannot write the keystore: the disk is full")
             case .SQLITE_IOERR where Self.isFull(directory): throw .storage("cannot write the keystore: the disk is full")
             case .SQLITE_READONLY, .SQLITE_PERM, .SQLITE_CANTOPEN:
-                throw .storage("cannot open or write the keystore: \(error.message ?? "permission denied")")
+                throw .storage("cannot open or write the keystore in \(directory): \(error.message ?? "permission denied")")
             case .SQLITE_CORRUPT, .SQLITE_NOTADB: throw .keystoreCorrupt(error.message ?? "not a database")
             default: throw .storage("cannot use the keystore: \(error.message ?? "SQLite error \(error.resultCode.rawValue)")")
             }

@@ -205,6 +205,8 @@ enum Report {
             "unlock it with 'vault unlock \(name)'"
         case .storage(let message) where message.contains("disk is full"):
             "free some disk space; nothing was changed"
+        case .storage(let message) where message.hasPrefix("cannot open or write the keystore"):
+            "vault writes its keystore's directory even to read it (the log beside the database): it must be yours and writable"
         case .fileSystem(_, let reason):
             fileSystemHint(reason)
         default:

@@ -147,6 +147,18 @@ struct ResourceTests {
         #expect(!FileManager.default.fileExists(atPath: c.files.file("no")))
     }
 
+    /// A keystore on a read-only file system cannot even be read (SQLite's log and index
+    /// beside it are written): said with its directory and what it needs.
+    @Test func aKeystoreOnAReadOnlyDisk() throws {
+        let c = try Circle(["alice", "bob"])
+        let disk = try SmallDisk(kibibytes: 8192, readOnly: true, prepare: "cp -a '\(c["alice"].vault.home)' home")
+        let stuck = VaultBinary(home: disk.path + "/home").inside(disk)
+        let result = try stuck.run(["peer", "list"])
+        #expect(result.status == 1, "\(result.stderr)")
+        #expect(result.stderr.hasPrefix("vault: error: cannot open or write the keystore in \(disk.path)/home: "), "\(result.stderr)")
+        #expect(result.stderr.contains("vault: hint: vault writes its keystore's directory even to read it"), "\(result.stderr)")
+    }
+
     @Test func aFileThatShrinksWhileItIsRead() throws {
         let c = try Circle(["alice", "bob"])
         // Sparse, so that it costs no disk, and large, so that the share is still reading it
