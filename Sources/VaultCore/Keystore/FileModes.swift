@@ -12,6 +12,15 @@ enum FileModes {
             return
         }
         let parent = PathText.directory(of: home.directory)
+        // A file where a directory of the path should be: named, as Foundation says only
+        // "File exists" of the path it was given.
+        var ancestor = parent
+        while !ancestor.isEmpty && ancestor != "/" && !FileManager.default.fileExists(atPath: ancestor) {
+            ancestor = PathText.directory(of: ancestor)
+        }
+        if !ancestor.isEmpty, FileManager.default.fileExists(atPath: ancestor, isDirectory: &isDirectory), !isDirectory.boolValue {
+            throw .fileSystem(path: ancestor, reason: "exists and is not a directory")
+        }
         do {
             if !parent.isEmpty {
                 try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)

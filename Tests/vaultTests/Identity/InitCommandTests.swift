@@ -24,6 +24,13 @@ import VaultTestSupport
         #expect(mode(user.vault.home) == 0o700)
         #expect(mode(user.vault.home + "/vault.sqlite") == 0o600)
         #expect(try user.ok("id", "--format", "json").contains("\"label\" : \"alice\""))
+
+        // Refused: the error alone, no warning about keys that were never stored.
+        let again = try user.vault.run("init", "--label", "alice", "--no-passphrase")
+        #expect(again.status == 1 && again.stderr.hasPrefix("vault: error: an identity already exists"), "\(again.stderr)")
+        let file = try user.directory.write("afile", Array("x".utf8))
+        let under = try user.vault.run("init", "--home", file + "/sub", "--label", "x", "--no-passphrase")
+        #expect(under.status == 1 && under.stderr == "vault: error: \(file): exists and is not a directory\n", "\(under.stderr)")
     }
 
     @Test func homeOptionWinsOverVAULT_HOME() throws {

@@ -91,14 +91,15 @@ struct Init: ParsableCommand {
             try newPassphrase()
         }
         if let passphraseFile, let secret { PassphraseRules.warnIfShort(secret, from: passphraseFile, guarding: PassphraseRules.keystore) }
+        let keystore = try Keystore.create(
+            home: home.vaultHome, label: label, protection: NewKeyProtection(passphrase: secret, scrypt: parameters, tpm: sealing),
+            force: force)
+        // Said of keys stored, so only once they are (a refused init stores nothing).
         if noPassphrase && !tpm {
             Terminal.standardError("vault: warning: the private keys are stored without a passphrase; "
                 + "anyone who copies \(home.vaultHome.keystorePath) can act as you ('vault passphrase' adds one)")
         }
         if tpm && noPin && secret == nil { NewPIN.warnWithoutPIN() }
-        let keystore = try Keystore.create(
-            home: home.vaultHome, label: label, protection: NewKeyProtection(passphrase: secret, scrypt: parameters, tpm: sealing),
-            force: force)
         let info = try keystore.identityInfo()
         Terminal.standardError("created identity '\(info.label)' in \(keystore.home.keystorePath)")
         Terminal.standardError("fingerprint \(info.card.fingerprint)")

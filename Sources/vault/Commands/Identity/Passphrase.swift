@@ -100,8 +100,9 @@ struct Passphrase: ParsableCommand {
             }
         }
         if let newPassphraseFile, let new { PassphraseRules.warnIfShort(new, from: newPassphraseFile, guarding: PassphraseRules.keystore) }
-        if let sealing, sealing.pin == nil, new == nil { NewPIN.warnWithoutPIN() }
         try keystore.protect(opened.identity, as: NewKeyProtection(passphrase: new, scrypt: scrypt.parameters(), tpm: sealing))
+        // Said of keys sealed, so only once they are (no TPM: nothing was sealed).
+        if let sealing, sealing.pin == nil, new == nil { NewPIN.warnWithoutPIN() }
         let after = try keystore.identityInfo().protection
         if tpm || noTpm || after.tpm != nil {
             Terminal.standardError("private keys \(after)")
