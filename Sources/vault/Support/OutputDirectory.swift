@@ -9,8 +9,10 @@ struct OutputDirectory {
     /// The directories created, outermost first.
     private(set) var created: [String] = []
 
-    /// Makes sure `path` is a directory, creating what is missing.
-    init(_ path: String) throws {
+    /// Makes sure `path` is a directory, creating what is missing; says so at once, or with
+    /// `announce` false only at ``announce()`` (a command that may still fail, and then
+    /// removes it).
+    init(_ path: String, announce: Bool = true) throws {
         var missing: [String] = []
         var at = path
         while !at.isEmpty, at != "/", at != "." {
@@ -31,6 +33,11 @@ struct OutputDirectory {
             }
             created.append(directory)
         }
+        if announce { self.announce() }
+    }
+
+    /// Says which directory was created, if one was.
+    func announce() {
         if let first = created.first { Terminal.standardError("created directory \(first) (mode 0700)") }
     }
 

@@ -207,7 +207,7 @@ func distribute(_ request: ShareRequest, content: inout some ByteSource, peers: 
     let holders = request.holders
     let own = try keystore.newBundleFile()
     let outbox = try Outbox(home: keystore.home)
-    let directory = try outDir.map { try OutputDirectory($0) }
+    let directory = try outDir.map { try OutputDirectory($0, announce: false) }
     let headers: [BundleHeader]
     let others: [OutputFile]
     do {
@@ -246,6 +246,7 @@ func distribute(_ request: ShareRequest, content: inout some ByteSource, peers: 
 
     let header = stored.header
     print(header.secretIDHex)
+    directory?.announce()
     Terminal.standardError("shared \(request.type) \(header.secretIDHex.prefix(16)) as \(header.threshold) of \(header.count); your share is in the keystore")
     guard outDir == nil else {
         for (holder, file) in zip(holders, others) {
