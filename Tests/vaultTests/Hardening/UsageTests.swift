@@ -28,6 +28,11 @@ import VaultTestSupport
         #expect(missing.contains("missing expected argument '<id>'") && missing.contains("vault: hint: 'vault help recover' shows how to use it"),
                 "\(missing)")
         #expect(!missing.contains("COMMAND"))
+        // `-` is standard output elsewhere; a released piece is a file, so it is refused,
+        // where it was once written to a file named -.
+        #expect(try user.fails("secrets", "release", "abcd", "--for", "bob", "-o", "-", status: 64)
+                    .contains("vault: error: -o takes a file to write the piece to, not -"))
+        #expect(!FileManager.default.fileExists(atPath: "-"))
     }
 
     /// Too few pieces: the missing holders by the labels this keystore knows them by, and

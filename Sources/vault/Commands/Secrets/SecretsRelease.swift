@@ -23,6 +23,11 @@ struct SecretsRelease: ParsableCommand {
 
     @OptionGroup var progress: ProgressOption
 
+    func validate() throws {
+        // Elsewhere `-` is standard output; a released piece is a file to hand over.
+        if output == "-" { throw ValidationError("-o takes a file to write the piece to, not -") }
+    }
+
     func run() throws {
         let keystore = try home.openKeystore()
         let secret = try keystore.secret(matching: self.secret)
