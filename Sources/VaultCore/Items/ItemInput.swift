@@ -16,8 +16,10 @@ public enum ItemInput {
 
     /// Reads an export through without its key, as its import will: armor or QR text
     /// unwrapped, the header parsed, the stream counted to its stated length, nothing after
-    /// it. For input that can be read twice, before a locked key is recovered for it: a
-    /// truncated or damaged file must not cost its holders a release (and their consent).
+    /// it. For input that can be read twice, before a locked key is recovered for it: a file
+    /// cut short, or with bytes after its stream, must not cost its holders a release (and
+    /// their consent). Without the key nothing is authenticated: a changed byte shows only
+    /// when the import opens the stream.
     public static func checkWhole(_ source: any ByteSource) throws {
         var input = try open(source)
         let (_, streamLength) = try ItemCrypto.readHeader(&input)

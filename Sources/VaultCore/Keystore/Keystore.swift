@@ -18,11 +18,11 @@ public final class Keystore: Sendable {
 
     /// Opens an existing keystore, applying any migrations a newer vault added.
     public static func open(home: VaultHome) throws(VaultError) -> Keystore {
-        // An empty file (nothing in its log either) is no keystore: connecting would write a
-        // database into it, and a failed command would have changed the file.
-        guard FileManager.default.fileExists(atPath: home.keystorePath),
-              !FileModes.isEmpty(home.keystorePath) || !FileModes.isEmpty(home.keystorePath + "-wal") else {
-            throw .noKeystore(path: home.keystorePath)
+        guard FileManager.default.fileExists(atPath: home.keystorePath) else { throw .noKeystore(path: home.keystorePath) }
+        // An empty file (nothing in its log either) is a lost keystore: connecting would write
+        // a database into it, and a failed command would have changed the file.
+        guard !FileModes.isEmpty(home.keystorePath) || !FileModes.isEmpty(home.keystorePath + "-wal") else {
+            throw .emptyKeystore(path: home.keystorePath)
         }
         try FileModes.tighten(home)
         let keystore = try Keystore(home: home, database: connect(home.keystorePath))

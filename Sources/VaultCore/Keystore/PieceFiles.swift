@@ -98,10 +98,17 @@ extension Keystore {
 
     /// Marks the piece file `path` (a full path) as in flux, in the transaction that
     /// inserts or deletes its row: killed before the mark goes, the sweep decides by the row.
-    func markPending(_ path: String) throws(VaultError) {
-        let fd = Foundation.open(path + Self.pendingMark, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw .fileSystem(path: piecesDirectory, errno: errno) }
+    /// Returns whether this call made the mark (false: one was there, left by a process cut
+    /// short, which stays for the sweep; or, with `missingFolderIsNothing`, no folder).
+    @discardableResult
+    func markPending(_ path: String, missingFolderIsNothing: Bool = false) throws(VaultError) -> Bool {
+        let fd = Foundation.open(path + Self.pendingMark, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            if errno == EEXIST || (missingFolderIsNothing && errno == ENOENT) { return false }
+            throw .fileSystem(path: piecesDirectory, errno: errno)
+        }
         close(fd)
+        return true
     }
 
     /// Removes the marks of `paths` (full paths of piece files) after their commit.

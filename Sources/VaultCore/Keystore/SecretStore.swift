@@ -80,6 +80,18 @@ extension Keystore {
     @discardableResult
     public func importBundles(_ paths: [String], identity: Identity, progress: ProgressMeter? = nil) throws(VaultError) -> [StoredSecret] {
         let peers = try peers()
+        // A file of the pieces folder itself (one no row lists, taken back) would be written
+        // over by its own copy, and lost with it should the import then fail.
+        var folder = stat()
+        if stat(piecesDirectory, &folder) == 0 {
+            for path in paths {
+                var parent = stat()
+                let directory = PathText.directory(of: path)
+                if stat(directory.isEmpty ? "." : directory, &parent) == 0, parent.st_dev == folder.st_dev, parent.st_ino == folder.st_ino {
+                    throw .fileSystem(path: path, reason: "is in this keystore's pieces folder, which the import writes to: copy it elsewhere first")
+                }
+            }
+        }
         let files = try paths.map { path throws(VaultError) in try FileSource(path: path) }
         progress?.expect(files.reduce(0) { $0 + ($1.size ?? 0) })
         var staged: [StagedBundle] = []
@@ -145,7 +157,9 @@ extension Keystore {
     public func removeSecret(_ secret: StoredSecret) throws(VaultError) {
         let orphaned = try itemsOrphaned(byRemoving: secret) > 0
         try write { db in
-            try markPending(pieceFile(secret.header))
+            // Durable before the row goes, as an insert's is before its row comes. Without
+            // a pieces folder there is no file to mark, nor to leave behind.
+            if try markPending(pieceFile(secret.header), missingFolderIsNothing: true) { try syncPiecesDirectory() }
             try db.execute(sql: "DELETE FROM secret WHERE id = ?", arguments: [Data(secret.header.rowID)])
             try db.execute(sql: "DELETE FROM auto_release WHERE secret_id = ?", arguments: [Data(secret.header.secretID)])
             if orphaned, let keyID = secret.header.keyID {
@@ -280,22 +294,22 @@ extension Keystore {
             let kept = try write { db in
                 // Renamed files are removed here, under the write lock, should anything fail:
                 // once it is released, another process may give the same name a row.
-                var renamed: [String] = []
+                var renamed: [String] = [], marked: [String] = []
                 do {
                     let stored = try staged.enumerated().map { index, bundle in
                         do {
-                            return try self.insert(bundle, role: role, name: names[index], identity: identity, trusted: trusted, db) {
-                                renamed.append($0)
-                            }
+                            return try self.insert(bundle, role: role, name: names[index], identity: identity, trusted: trusted, db,
+                                                   marked: { marked.append($0) }, renamed: { renamed.append($0) })
                         } catch {
                             throw named(index, VaultError.wrapping(error))
                         }
                     }
                     try self.syncPiecesDirectory()
-                    return (stored, renamed)
+                    return (stored, marked)
                 } catch {
                     for path in renamed { unlink(path) }
-                    self.unmarkPending(renamed + staged.map { self.pieceFile($0.header) })
+                    // Only this insert's own marks: one a crashed removal left is the sweep's.
+                    self.unmarkPending(marked)
                     throw error
                 }
             }
@@ -314,7 +328,7 @@ extension Keystore {
     /// lock from here to the commit, so no sweep sees the file without its row.
     private func insert(
         _ bundle: StagedBundle, role: StoredSecret.Role, name: Label?, identity: Identity, trusted: [Peer], _ db: Database,
-        renamed: (String) -> Void
+        marked: (String) -> Void, renamed: (String) -> Void
     ) throws -> StoredSecret {
         let header = bundle.header
         try check(header, identity: identity, trusted: trusted, db)
@@ -326,7 +340,7 @@ extension Keystore {
             arguments: [Data(header.rowID), name?.value, name?.key, role.rawValue, Data(bundle.prefix), Data(bundle.box),
                         Int64(Date().timeIntervalSince1970)])
         let final = pieceFile(header)
-        try markPending(final)
+        if try markPending(final) { marked(final) }
         guard rename(bundle.path, final) == 0 else { throw VaultError.fileSystem(path: piecesDirectory, errno: errno) }
         renamed(final)
         return try StoredSecret(row: Row.fetchOne(db, sql: "SELECT * FROM secret WHERE id = ?", arguments: [Data(header.rowID)])!)

@@ -50,6 +50,10 @@ public final class OutputFile {
         self.name = name
         let temporary = path + Self.leftoverMark + "\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         if replace || hiddenUntilCommit { Self.removeLeftovers(of: path) }
+        // A directory cannot be replaced by a file: said now, not at the commit after all
+        // the work (and, for a link, after its view is spent).
+        var existing = stat()
+        if replace && lstat(path, &existing) == 0 && existing.st_mode & S_IFMT == S_IFDIR { throw .fileSystem(path: name, errno: EISDIR) }
         if hiddenUntilCommit {
             var info = stat()
             if !replace && lstat(path, &info) == 0 { throw .fileExists(path: path) }
@@ -211,9 +215,10 @@ public final class OutputFile {
 
     /// Removes the temporary files of `path` that a killed vault left (its process is gone):
     /// a whole plaintext when killed between its two renames, or part of one where the file
-    /// system has no O_TMPFILE. Another user's process, or one still running, keeps its file.
-    /// (On a file system shared between machines, a writer on another machine looks gone: two
-    /// machines writing one path at once already conflict, and the later commit fails.)
+    /// system has no O_TMPFILE. Only a regular file of this user's is removed: another
+    /// user's, and a running process's, stay. (A writer in another PID namespace or on
+    /// another machine sharing the folder looks gone: two writers of one path already
+    /// conflict, and the later commit fails in words.)
     static func removeLeftovers(of path: String) {
         let directory = PathText.directory(of: path)
         let prefix = (path.lastIndex(of: "/").map { String(path[path.index(after: $0)...]) } ?? path) + leftoverMark
@@ -221,7 +226,10 @@ public final class OutputFile {
         for entry in entries where entry.hasPrefix(prefix) {
             let parts = entry.dropFirst(prefix.count).split(separator: "-", omittingEmptySubsequences: false)
             guard parts.count == 2, let pid = Int32(parts[0]), pid > 0, UInt32(parts[1]) != nil, pid != getpid() else { continue }
-            if kill(pid, 0) == -1 && errno == ESRCH { unlink(directory.isEmpty ? entry : directory + "/" + entry) }
+            let leftover = directory.isEmpty ? entry : directory + "/" + entry
+            var info = stat()
+            guard lstat(leftover, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_uid == geteuid() else { continue }
+            if kill(pid, 0) == -1 && errno == ESRCH { unlink(leftover) }
         }
     }
 }

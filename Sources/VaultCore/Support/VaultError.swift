@@ -12,6 +12,8 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
     // The keystore.
     /// No keystore exists at the path.
     case noKeystore(path: String)
+    /// The keystore's database file is there but empty (lost, or cut short by a full disk).
+    case emptyKeystore(path: String)
     /// `init` found an identity already and was not forced.
     case identityExists(path: String)
     /// `init --force` would replace keys that stored shares are sealed to.
@@ -183,6 +185,7 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
         case .invalidLabel(let label, let reason): "invalid label \(quoted(label)): \(reason)"
         case .invalidAddress(let address, let reason): "invalid address \(quoted(address)): \(reason)"
         case .noKeystore(let path): "no keystore at \(path)"
+        case .emptyKeystore(let path): "the keystore \(path) is empty"
         case .identityExists(let path): "an identity already exists in \(path)"
         case .identityHoldsShares(let count):
             "the keystore holds \(count) share\(count == 1 ? "" : "s") sealed to the current identity; a new identity could never open \(count == 1 ? "it" : "them")"

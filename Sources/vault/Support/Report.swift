@@ -135,6 +135,9 @@ enum Report {
             "it was made by a newer vault: update this one"
         case .noKeystore:
             "run 'vault init' to create an identity, or point --home or VAULT_HOME at an existing keystore"
+        case .emptyKeystore(let path):
+            "put back \(path) from a backup of its directory; 'vault init' would make a new identity, "
+                + "which cannot open the shares held in pieces/"
         case .identityExists:
             "pass --force to replace it; your peers will then have to import your new key card"
         case .identityHoldsShares:

@@ -81,9 +81,40 @@ import VaultTestSupport
         let reopened = try Keystore.open(home: dealt.bob.home)
         #expect(try reopened.unlistedPieceFiles() == [file])
         #expect(FileManager.default.fileExists(atPath: file))
-        let back = try reopened.importBundles([file], identity: dealt.bobID)[0]
+        // Not in place: the import would write over the only copy before its commit.
+        #expect(throws: VaultError.fileSystem(path: file, reason: "is in this keystore's pieces folder, which the import writes to: copy it elsewhere first")) {
+            try reopened.importBundles([file], identity: dealt.bobID)
+        }
+        let copy = directory.file("taken-out.vshare")
+        try FileManager.default.copyItem(atPath: file, toPath: copy)
+        let back = try reopened.importBundles([copy], identity: dealt.bobID)[0]
         #expect(back.header.rowID == held.header.rowID && FileManager.default.fileExists(atPath: file))
         #expect(try reopened.unlistedPieceFiles().isEmpty)
+    }
+
+    /// A removal marks its file durably, and needs no file to remove a row: a keystore that
+    /// lost its pieces folder can still drop its shares.
+    @Test func aShareIsRemovedWithoutItsPiecesFolder() throws {
+        let dealt = try deal()
+        try FileManager.default.removeItem(atPath: dealt.alice.piecesDirectory)
+        try dealt.alice.removeSecret(dealt.own)
+        #expect(try dealt.alice.secrets().isEmpty)
+    }
+
+    /// A mark a process cut short left is not this insert's: kept when the insert fails, for
+    /// the sweep, which then removes the file whose row is gone.
+    @Test func aFailedInsertLeavesAnotherProcesssMark() throws {
+        let dealt = try deal()
+        let header = try dealt.bob.bundleHeaders([dealt.bobBundle], identity: dealt.bobID)[0]
+        let final = dealt.bob.pieceFile(header)
+        try dealt.bob.ensurePiecesDirectory()
+        // The mark of a removal cut short, and a directory in the file's place, so that the
+        // insert's rename fails after its mark would have been made.
+        #expect(FileManager.default.createFile(atPath: final + ".pending", contents: nil))
+        try FileManager.default.createDirectory(atPath: final + "/in-the-way", withIntermediateDirectories: true)
+        #expect(throws: (any Error).self) { try dealt.bob.importBundles([dealt.bobBundle], identity: dealt.bobID) }
+        #expect(FileManager.default.fileExists(atPath: final + ".pending"), "another process's mark stays for the sweep")
+        #expect(try dealt.bob.markPending(final) == false, "a mark that is there is not made again")
     }
 
     /// An empty keystore file (a lost database, a disk that filled) is no keystore: opening
@@ -93,7 +124,7 @@ import VaultTestSupport
         do { _ = try Keystore.create(home: home, label: Label("e"), passphrase: nil) }
         for suffix in ["-wal", "-shm"] { unlink(home.keystorePath + suffix) }
         #expect(truncate(home.keystorePath, 0) == 0)
-        #expect(throws: VaultError.noKeystore(path: home.keystorePath)) { try Keystore.open(home: home) }
+        #expect(throws: VaultError.emptyKeystore(path: home.keystorePath)) { try Keystore.open(home: home) }
         #expect(try FileManager.default.attributesOfItem(atPath: home.keystorePath)[.size] as? Int == 0)
     }
 

@@ -140,8 +140,22 @@ import VaultTestSupport
         let kept = ["out.txt.vault-\(getpid())-77", "out.txt.vault-\(getppid())-78", "out.txt.vault-\(gone.processIdentifier)-x",
                     "out.txt.vault-\(gone.processIdentifier)", "other.txt.vault-\(gone.processIdentifier)-1"]
         for name in left + kept { try Data("old".utf8).write(to: URL(fileURLWithPath: directory.file(name))) }
+        // Another user's, and what is no regular file, are not this user's to remove.
+        let others = "out.txt.vault-\(gone.processIdentifier)-55", folder = "out.txt.vault-\(gone.processIdentifier)-56"
+        try Data("theirs".utf8).write(to: URL(fileURLWithPath: directory.file(others)))
+        #expect(chown(directory.file(others), 65534, 65534) == 0)
+        try FileManager.default.createDirectory(atPath: directory.file(folder), withIntermediateDirectories: false)
         let file = try OutputFile(path: path, hiddenUntilCommit: true)
         try file.commit()
-        #expect(try entries() == (kept + ["out.txt"]).sorted())
+        #expect(try entries() == (kept + [others, folder, "out.txt"]).sorted())
+    }
+
+    /// A directory is never replaced by a file: refused before anything is written.
+    @Test func aDirectoryIsRefusedAtOnce() throws {
+        let folder = directory.file("folder")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        #expect(throws: VaultError.fileSystem(path: folder, errno: EISDIR)) {
+            try OutputFile(path: folder, replace: true, hiddenUntilCommit: true)
+        }
     }
 }

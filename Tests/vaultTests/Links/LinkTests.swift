@@ -89,6 +89,8 @@ final class LinkWorld {
         #expect(FileManager.default.contents(atPath: taken) == Data("mine".utf8))
         let directory = try world.reader.fails("link", "open", link, "-o", world.reader.directory.path)
         #expect(directory.hasPrefix("vault: error: "), "\(directory)")
+        let forced = try world.reader.fails("link", "open", link, "-o", world.reader.directory.path, "--force")
+        #expect(forced.contains("Is a directory"), "\(forced)")
         let missing = try world.reader.fails("link", "open", link, "--password-file", world.reader.directory.file("no-such-file"))
         #expect(missing.contains("no-such-file"), "\(missing)")
 

@@ -223,8 +223,13 @@ final class Circle {
         try DatabaseQueue(path: home + "/vault.sqlite").write { db in try db.execute(sql: "DELETE FROM secret") }
         let listed = try circle["bob"].vault.run(["secrets", "list"])
         #expect(listed.status == 0 && listed.stderr.contains("vault: warning: 1 share file in \(home)/pieces is not in this keystore"), "\(listed.stderr)")
-        #expect(listed.stderr.contains("vault: hint: 'vault secrets import \(home)/pieces/\(file)'"), "\(listed.stderr)")
-        try circle["bob"].ok("secrets", "import", home + "/pieces/" + file, "--yes")
+        #expect(listed.stderr.contains("vault: hint: each is a share bundle, which vault never deletes: copy one out of pieces/")
+                    && listed.stderr.contains("(first: \(home)/pieces/\(file))"), "\(listed.stderr)")
+        let inPlace = try circle["bob"].fails("secrets", "import", home + "/pieces/" + file, "--yes")
+        #expect(inPlace.contains("is in this keystore's pieces folder"), "\(inPlace)")
+        let copy = circle.files.file("taken-out.vshare")
+        try FileManager.default.copyItem(atPath: home + "/pieces/" + file, toPath: copy)
+        try circle["bob"].ok("secrets", "import", copy, "--yes")
         let again = try circle["bob"].vault.run(["secrets", "list"])
         #expect(!again.stderr.contains("warning") && again.stdout.contains(String(id.prefix(16))), "\(again.stderr)")
     }

@@ -119,17 +119,19 @@ struct ItemImport: AsyncParsableCommand {
 /// whose refusals name it as `name`. Its key comes from the agent or, after asking (unless
 /// `--yes`), by recovery, which also unlocks it in a running agent for 15 minutes.
 /// `rereading` gives the input again from its start, where it can be read twice (a file,
-/// not standard input): it is read through first, so that a damaged one is refused before
-/// anyone is asked for the key.
+/// not standard input): when the key must be recovered, it is read through first, so that
+/// one cut short is refused before anyone is asked for the key.
 func importItem(from source: inout any ByteSource, named name: String, rereading: (() throws -> any ByteSource)?, keystore: Keystore,
                 keys: PassphraseOption, recovery: KeyRecoveryOptions, confirmation: ConfirmOption) async throws {
     let (header, streamLength) = try naming(name) { try keystore.readItemHeader(&source) }
-    if let rereading { try naming(name) { try ItemInput.checkWhole(rereading()) } }
     guard let holding = try keystore.sharedKey(id: header.keyID) else {
         throw VaultError.noShareOfKey(keyID: header.keyID.hex).about(file: name)
     }
     let access = await KeyAccess.open(keystore)
     let (itemKey, recovered) = try await access.itemKeyUnlocking(for: header, holding: holding, unlockSeconds: 15 * 60) {
+        // The key must be recovered: the input is read through first (without the key it
+        // can show only that its stream is whole, not that it is authentic).
+        if let rereading { try naming(name) { try ItemInput.checkWhole(rereading()) } }
         let question = access.agent == nil
             ? "Key '\(holding.displayName)' is needed to verify this item. Recover it from its holders for this import?"
             : "Key '\(holding.displayName)' is locked. Recover it from its holders and unlock it for 15 minutes?"

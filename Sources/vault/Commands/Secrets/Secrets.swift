@@ -77,8 +77,8 @@ struct SecretsList: ParsableCommand {
         if !unlisted.isEmpty {
             Terminal.standardError("vault: warning: \(unlisted.count) share file\(unlisted.count == 1 ? "" : "s") in \(keystore.home.directory)/pieces "
                                    + "\(unlisted.count == 1 ? "is" : "are") not in this keystore (its database was lost, emptied or restored from an older backup)")
-            Terminal.standardError("vault: hint: 'vault secrets import \(ShellWord.quoted(unlisted[0]))' takes one back if it is sealed to this identity; "
-                                   + "each is a share bundle, and vault never deletes them")
+            Terminal.standardError("vault: hint: each is a share bundle, which vault never deletes: copy one out of pieces/ and "
+                                   + "'vault secrets import COPY' takes it back if it is sealed to this identity (first: \(ShellWord.quoted(unlisted[0])))")
         }
         if json { return try printJSON(secrets.map { SecretJSON($0, peers: peers) }) }
         guard !secrets.isEmpty else {
