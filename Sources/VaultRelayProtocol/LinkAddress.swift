@@ -35,7 +35,7 @@ public struct LinkAddress {
             throw fail("its server part is not an http:// or https:// address")
         }
         guard let id = Base64URL.decode(location[marker.upperBound...], length: LinkAPI.idLength) else {
-            throw fail("its id is not 22 characters of base64url")
+            throw fail("its id is damaged or cut short (it is 22 base64url characters, for 16 bytes)")
         }
         self.id = id
         let key = trimmed[trimmed.index(after: hash)...]

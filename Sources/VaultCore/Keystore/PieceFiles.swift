@@ -23,7 +23,8 @@ import GRDB
 ///
 /// Only a marked file is ever swept. An unreferenced file without a mark is no crash's
 /// leftover: the database was lost, emptied, or put back from an older backup, and the file
-/// may be the only copy of a share (a bundle, which `vault secrets import` takes back).
+/// may be the only copy of a share (a bundle: `vault secrets import` takes back a copy of
+/// it made outside the folder).
 /// Until 2026-11-29 the sweep removed every unreferenced file, so the first command after
 /// an empty database (or the one `vault init` made in its place) deleted every share held
 /// (found by a review). ``unlistedPieceFiles()`` names them instead.
@@ -143,7 +144,8 @@ extension Keystore {
 
     /// Piece files that no share of this keystore lists, nor marks in flux: left by a
     /// keystore database that was lost, emptied or put back from an older backup. Each is a
-    /// share bundle, kept; `vault secrets import` takes back those sealed to this identity.
+    /// share bundle, kept; `vault secrets import` takes back a copy of one sealed to this
+    /// identity (not the file itself, ``importBundles(_:identity:progress:)`` says why).
     public func unlistedPieceFiles() throws(VaultError) -> [String] {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: piecesDirectory) else { return [] }
         let files = Set(names.filter { $0.hasSuffix(".vshare") && !$0.hasPrefix(".") })

@@ -148,6 +148,8 @@ enum Report {
             "one serve answers for a keystore: stop that one first, or use it ('vault requests', 'vault unlock')"
         case .passphraseRequired:
             "enter it on a terminal, or pass --passphrase-file FILE"
+        case .wrongPassphrase:
+            "it is the passphrase of this keystore's identity (set by 'vault init' or 'vault passphrase'); a --passphrase-file gives it on its first line"
         case .pinRequired:
             "enter it on a terminal, or pass --pin-file FILE"
         case .tpmLibraryMissing:

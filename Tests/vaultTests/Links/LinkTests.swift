@@ -210,6 +210,11 @@ final class LinkWorld {
         }
         let damaged = try world.reader.fails("link", "open", link)
         #expect(damaged.contains("the key is wrong or the content was damaged"), "\(damaged)")
+        // An id of 22 characters whose last one no 16 bytes encode ('B' has bits past them).
+        let hash = link.firstIndex(of: "#")!
+        let badID = String(link[..<link.index(before: hash)]) + "B" + String(link[hash...])
+        let refusedID = try world.reader.fails("link", "open", badID)
+        #expect(refusedID.contains("its id is damaged or cut short"), "\(refusedID)")
     }
 
     /// Previewers and scanners GET the page and the status, and never consume a view; the
