@@ -14,6 +14,15 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         _ = try? ItemCrypto.open(header, streamLength: length, source: &rest, itemKey: SharedKey.itemKey(key, headerHash: header.hash),
                                  password: { SecureBytes(copying: [1]) }) { _ in }
     }
+    // The read-through before a recovery (armor, QR text or binary, counted without the
+    // key): it takes whatever the header readers take, and never more than the stream.
+    if (try? ItemInput.checkWhole(BytesSource(bytes))) != nil {
+        var binary = BytesSource(bytes)
+        if let (_, length) = try? ItemCrypto.readHeader(&binary) {
+            let rest = (try? binary.readFully(Int(min(length, 1 << 24)) + 1)) ?? []
+            fuzzCheck(UInt64(rest.count) == length, "a binary export read through whole holds its stated stream, nothing after")
+        }
+    }
     var armored = ArmorReader(BytesSource(bytes))
     if let decoded = try? armored.readFully(1 << 20) {
         // Armor that parses must be the one armor of what it decodes to.

@@ -68,7 +68,7 @@ struct IdentitySeal {
         var header: [UInt8] = []
         var passphraseKey: SecureBytes?
         if let passphrase {
-            guard passphrase.count > 0 else { throw .emptyPassphrase }
+            guard passphrase.count > 0 else { throw .empty(what: "passphrase") }
             factors.insert(.passphrase)
             let salt = random.bytes(saltLength)
             header = [scrypt.logN] + salt

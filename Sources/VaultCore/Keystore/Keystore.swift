@@ -100,7 +100,7 @@ public final class Keystore: Sendable {
                                                    passphrase: protection.passphrase, scrypt: protection.scrypt, random: random))
         }
         if let passphrase = protection.passphrase {
-            guard passphrase.count > 0 else { throw .emptyPassphrase }
+            guard passphrase.count > 0 else { throw .empty(what: "passphrase") }
             return (.passphrase, PassphraseSeal.seal(secret, passphrase: passphrase, parameters: protection.scrypt, random: random))
         }
         return (.plain, secret.withUnsafeBytes { Array($0) })

@@ -36,7 +36,7 @@ public enum PassphraseFile {
             if end > 0 && bytes[end - 1] == 0x0D { end -= 1 }
             return end
         }
-        guard end > 0 else { throw .inFile(path: name, what == "passphrase" ? .emptyPassphrase : .empty(what: what)) }
+        guard end > 0 else { throw .inFile(path: name, .empty(what: what)) }
         return buffer.slice(0..<end)
     }
 }

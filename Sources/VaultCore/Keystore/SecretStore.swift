@@ -305,7 +305,7 @@ extension Keystore {
                         }
                     }
                     try self.syncPiecesDirectory()
-                    return (stored, marked)
+                    return (stored: stored, marked: marked)
                 } catch {
                     for path in renamed { unlink(path) }
                     // Only this insert's own marks: one a crashed removal left is the sweep's.
@@ -314,8 +314,8 @@ extension Keystore {
                 }
             }
             // Committed: the files are the rows' now.
-            unmarkPending(kept.1)
-            return kept.0
+            unmarkPending(kept.marked)
+            return kept.stored
         } catch {
             // Transient names are this process's own. A commit that failed after the renames
             // leaves final names without rows, for the sweep.

@@ -59,7 +59,7 @@ extension VaultHome {
             for name in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [] {
                 let fields = name.split(separator: "-", maxSplits: 2)
                 guard fields.count == 3, fields[0] == ".transient", let pid = pid_t(fields[1]), pid > 0 else { continue }
-                if kill(pid, 0) == -1 && errno == ESRCH { unlink(folder + "/" + name) }
+                if ProcessTable.isGone(pid) { unlink(folder + "/" + name) }
             }
         }
     }

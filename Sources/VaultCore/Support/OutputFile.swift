@@ -50,13 +50,13 @@ public final class OutputFile {
         self.name = name
         let temporary = path + Self.leftoverMark + "\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         if replace || hiddenUntilCommit { Self.removeLeftovers(of: path) }
+        var existing = stat()
+        let exists = lstat(path, &existing) == 0
         // A directory cannot be replaced by a file: said now, not at the commit after all
         // the work (and, for a link, after its view is spent).
-        var existing = stat()
-        if replace && lstat(path, &existing) == 0 && existing.st_mode & S_IFMT == S_IFDIR { throw .fileSystem(path: name, errno: EISDIR) }
+        if replace && exists && existing.st_mode & S_IFMT == S_IFDIR { throw .fileSystem(path: name, errno: EISDIR) }
         if hiddenUntilCommit {
-            var info = stat()
-            if !replace && lstat(path, &info) == 0 { throw .fileExists(path: path) }
+            if !replace && exists { throw .fileExists(path: path) }
             let directory = PathText.directory(of: path)
             fd = unnamedFiles ? open(directory.isEmpty ? "." : directory, Self.temporaryFileFlag | O_WRONLY | O_CLOEXEC, mode) : -1
             if fd >= 0 {
@@ -229,7 +229,7 @@ public final class OutputFile {
             let leftover = directory.isEmpty ? entry : directory + "/" + entry
             var info = stat()
             guard lstat(leftover, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_uid == geteuid() else { continue }
-            if kill(pid, 0) == -1 && errno == ESRCH { unlink(leftover) }
+            if ProcessTable.isGone(pid) { unlink(leftover) }
         }
     }
 }

@@ -39,9 +39,7 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
     case passphraseRequired
     /// The passphrase did not open the keys.
     case wrongPassphrase
-    /// An empty passphrase was given where one is required.
-    case emptyPassphrase
-    /// A password or PIN given in a file is empty.
+    /// An empty passphrase, password or PIN was given where one is required.
     case empty(what: String)
     /// Stored or requested scrypt parameters are outside the accepted bounds.
     case kdfParametersOutOfRange(String)
@@ -198,7 +196,6 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
         case .alreadyServing(let pid): "a 'vault serve' runs for this keystore already" + (pid.map { " (pid \($0))" } ?? "")
         case .passphraseRequired: "the private keys are protected by a passphrase and none was given"
         case .wrongPassphrase: "wrong passphrase"
-        case .emptyPassphrase: "the passphrase is empty"
         case .empty(let what): "the \(what) is empty"
         case .kdfParametersOutOfRange(let detail): "scrypt parameters out of range: \(detail)"
         case .tpmLibraryMissing(let detail): "the TPM library tpm2-tss is not installed (\(detail))"

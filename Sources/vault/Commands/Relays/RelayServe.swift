@@ -140,7 +140,7 @@ struct RelayServe: AsyncParsableCommand {
             + "\(ByteCount.limit(configuration.groupQuota)) a group, \(ByteCount.limit(configuration.ownerQuota)) an owner, "
             + "\(ByteCount.limit(configuration.totalQuota)) in all; links up to \(ByteCount.limit(configuration.maximumLink)), "
             + "\(ByteCount.limit(configuration.linkQuota)) in all"
-        let store = configuration.store
+        let location = configuration.store
         try await RelayServer.run(configuration) { listening in
             print("vault relay: listening on \(listening.url)")
             print("card         \(listening.card.text)")
@@ -149,7 +149,7 @@ struct RelayServe: AsyncParsableCommand {
             print("limits       \(limits)")
             print("connections  \(listening.connections) at most, \(perAddress) an address (open files: \(listening.files))")
             fflush(stdout)
-            if case .sqlite(let path) = store { Self.warnIfReadableByOthers(path) }
+            if case .sqlite(let path) = location { Self.warnIfReadableByOthers(path) }
         }
     }
 
