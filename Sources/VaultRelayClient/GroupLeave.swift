@@ -56,21 +56,16 @@ extension Messenger {
         }
     }
 
-    /// Joins again a group this identity left, named by its id or the first 4 or more hex
-    /// digits of it: its record is fetched from a relay it named, and taken (from a trusted
+    /// Joins again `left`, a group this identity left (``Keystore/leftGroup(named:)`` finds
+    /// it by id): its record is fetched from a relay it named, and taken (from a trusted
     /// owner, naming this identity, at the version left or later) and accepted on every
     /// relay it names; one that cannot be reached then is a warning, declines the group for
     /// this identity until then, and is remembered: the member's next receive (or send
-    /// through it) that reaches it accepts it there. The
-    /// relays are asked one at a time, the first the record named first, until one gives a
+    /// through it) that reaches it accepts it there. The relays are asked one at a time, the first the record named first, until one gives a
     /// record that is taken: one that is down, or that serves a record that is not taken,
     /// does not stop the join. Returns what the taking said, as a receive would, with what
     /// each relay asked before said; a join that fails leaves the group as left.
-    public static func join(_ name: String, keystore: Keystore, identity: Identity) async throws -> ReceiveReport {
-        let prefix = name.lowercased()
-        let matches = try keystore.leftGroups().filter { prefix.count >= 4 && $0.group.hex.hasPrefix(prefix) }
-        guard let left = matches.first else { throw VaultError.unknownGroup(name) }
-        guard matches.count == 1 else { throw VaultError.ambiguousGroup(name) }
+    public static func join(_ left: GroupRefusal, keystore: Keystore, identity: Identity) async throws -> ReceiveReport {
         let relays = try keystore.relays(ofLeftGroup: left.group, owner: left.owner)
         let first = relays.first { $0.card == left.relayCard }.map { RelayConnection($0, identity: identity) }
             ?? RelayConnection(name: left.relayURL, url: left.relayURL, card: left.relayCard, identity: identity)

@@ -182,6 +182,16 @@ extension Keystore {
         }
     }
 
+    /// The group this identity left whose id is `name` or begins with it (4 or more hex
+    /// digits, as `vault group leave` prints it), looked up before any passphrase is asked.
+    public func leftGroup(named name: String) throws(VaultError) -> GroupRefusal {
+        let prefix = name.lowercased()
+        let matches = try leftGroups().filter { prefix.count >= 4 && $0.group.hex.hasPrefix(prefix) }
+        guard let left = matches.first else { throw .unknownGroup(name) }
+        guard matches.count == 1 else { throw .ambiguousGroup(name) }
+        return left
+    }
+
     /// Forgets a refusal: the group was accepted after all (and its relays need not be told
     /// of a leave any more).
     func forgetRefusal(group: [UInt8], owner: [UInt8]) throws(VaultError) {

@@ -146,6 +146,9 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
     case badKey
     /// Not a `vault://` result destination (`-`, `scheme:` or `https://host[:port]`).
     case invalidDestination(String)
+    /// A bare name with a dot given as a `vault://` result destination: a web site, or an
+    /// application's scheme?
+    case ambiguousDestination(String)
     /// The shared key with this name is locked in the agent of `vault serve`.
     case keyLocked(String)
     /// No stored item matches.
@@ -254,6 +257,7 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
         case .badKey: "the recovered secret is not a 32-byte key"
         case .invalidDestination(let text):
             "invalid destination \(quoted(text)): give '-', an application's scheme such as 'myapp:', or an origin such as 'https://example.com'"
+        case .ambiguousDestination(let text): "\(quoted(text)) could be a web site or an application's scheme"
         case .keyLocked(let name): "key \(quoted(name)) is locked"
         case .unknownItem(let name): "no item matches \(quoted(name))"
         case .unknownRelay(let name): "no relay named \(quoted(name))"

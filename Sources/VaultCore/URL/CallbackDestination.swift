@@ -90,11 +90,19 @@ public struct CallbackDestination: Equatable, Hashable, Sendable, CustomStringCo
 
     /// A destination as the user names it for the allowlist: `-`, `myapp`, `myapp:`, or a
     /// URL whose origin is taken (`https://example.com/path` allows `https://example.com`).
+    ///
+    /// A bare name with a dot (`example.com`) is refused as ambiguous: it reads as a web
+    /// site, and taken as the scheme `example.com:` (which it may be: reverse-DNS app schemes
+    /// have dots) it would allow something other than what its author meant. The author
+    /// writes `https://example.com` or `example.com:`.
     public init(allowing text: String) throws(VaultError) {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         if trimmed == "-" {
             self = .standardOutput
             return
+        }
+        if !trimmed.contains(":"), trimmed.contains("."), trimmed.utf8.count <= 256, CallbackDestination(callback: trimmed + ":") != nil {
+            throw .ambiguousDestination(trimmed)
         }
         let candidate = trimmed.contains(":") ? trimmed : trimmed + ":"
         guard trimmed.utf8.count <= 256, let destination = CallbackDestination(callback: candidate) else {

@@ -192,6 +192,8 @@ enum Report {
             "'vault group list' shows your groups ('--left', those you left); 'vault receive' fetches groups you were added to"
         case .ambiguousGroup:
             "name the group by the first digits of its id ('vault group list' shows them)"
+        case .ambiguousDestination(let text):
+            "write 'https://\(text)' for the web site, or '\(text):' for an application's scheme"
         case .ownerCannotLeave:
             "remove its members with 'vault group remove' instead"
         case .noQRCode:

@@ -35,6 +35,17 @@ import VaultTestSupport
         #expect(!FileManager.default.fileExists(atPath: "-"))
     }
 
+    /// A group to join again is looked up before the passphrase is asked: an id that names
+    /// no group left says so, where it once asked for (here, with no terminal, failed for
+    /// want of) the passphrase first.
+    @Test func aGroupToJoinIsLookedUpBeforeThePassphrase() throws {
+        let passphrase = user.directory.file("passphrase")
+        try Data("a long passphrase\n".utf8).write(to: URL(fileURLWithPath: passphrase))
+        try user.ok("passphrase", "--new-passphrase-file", passphrase)
+        let unknown = try user.fails("group", "join", "3f2a9c1e")
+        #expect(unknown.hasPrefix("vault: error: no group matches '3f2a9c1e'"), "\(unknown)")
+    }
+
     /// Too few pieces: the missing holders by the labels this keystore knows them by, and
     /// the release command filled in with the secret and this identity.
     @Test func tooFewPiecesNamesTheHoldersAndTheCommandToRun() throws {

@@ -72,6 +72,13 @@ import VaultTestSupport
         #expect(try s.url(other).status == 1)
         // Destinations are checked when allowed, too.
         #expect(try s.alice.fails(["settings", "url-allow", "https://"]).contains("invalid destination 'https://'"))
+        // A bare name with a dot reads as a web site: it is refused, not stored as the
+        // scheme it also spells, and the two ways to write what was meant are given.
+        let site = try s.alice.fails(["settings", "url-allow", "example.com"])
+        #expect(site == "vault: error: 'example.com' could be a web site or an application's scheme\n"
+                + "vault: hint: write 'https://example.com' for the web site, or 'example.com:' for an application's scheme\n", "\(site)")
+        try s.alice.ok("settings", "url-allow", "com.example.app:")
+        #expect(try s.alice.ok("settings", "list").contains("com.example.app:"))
     }
 
     @Test func neverPutsAPlaintextOnXdgOpensCommandLine() throws {

@@ -145,8 +145,9 @@ struct GroupJoin: AsyncParsableCommand {
 
     func run() async throws {
         let keystore = try home.openKeystore()
+        let left = try keystore.leftGroup(named: group)
         let identity = try keys.unlock(keystore)
-        let report = try await Messenger.join(group, keystore: keystore, identity: identity)
+        let report = try await Messenger.join(left, keystore: keystore, identity: identity)
         for problem in report.problems { Terminal.standardError("vault: warning: \(problem)") }
         guard let name = report.groups.first else {
             throw CLIError.unavailable("the group could not be joined again", hint: "its owner may have removed you, or its relay may be down; try again later")
