@@ -21,10 +21,13 @@ public final class MailWait: Sendable {
 
     /// Starts waiting on the relays of `groups` for what comes after `cursors`; `wakeup` is
     /// signalled when the wait ends (mail came, or its time is up), and not when the wait
-    /// is dropped first.
-    public init(groups: [GroupRecord], identity: Identity, after cursors: RelayMail.Cursors, signalling wakeup: Wakeup) {
+    /// is dropped first. The wait's task runs on `executor` when one is given (the default:
+    /// Swift's shared pool), as a caller whose pool is held for long may want: the wait's
+    /// time starts before its first requests go out.
+    public init(groups: [GroupRecord], identity: Identity, after cursors: RelayMail.Cursors, signalling wakeup: Wakeup,
+                executor: (any TaskExecutor)? = nil) {
         let ended = self.ended
-        task = Task {
+        task = Task(executorPreference: executor) {
             await RelayMail.waitForMail(groups: groups, identity: identity, after: cursors)
             // Dropped (its watch stopped): a signal now would wake the next watch for nothing.
             guard !Task.isCancelled else { return }

@@ -24,9 +24,11 @@ public final class BackgroundProcess: @unchecked Sendable {
     /// Everything it wrote so far.
     public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
-    /// Waits until the log matches `pattern` and returns the first capture group.
+    /// Waits until the log matches `pattern` and returns the first capture group. The
+    /// default wait is long: it costs only a failing test its time, and a loaded machine
+    /// (CI runs every suite at once on two cores) starts processes many seconds late.
     @discardableResult
-    public func waitFor(_ pattern: String, timeout: Double = 20) throws -> String {
+    public func waitFor(_ pattern: String, timeout: Double = 60) throws -> String {
         let regex = try NSRegularExpression(pattern: pattern)
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {

@@ -16,6 +16,10 @@ public enum OwnThread {
         try await withTaskExecutorPreference(QueueExecutor()) { try await body() }
     }
 
+    /// A task executor of its own thread, for an unstructured task that an API lets its
+    /// caller place (``run(_:)``'s preference reaches only structured child tasks).
+    public static func executor() -> any TaskExecutor { QueueExecutor() }
+
     /// Runs `body` on a thread of its own while every thread of Swift's shared pool is held
     /// by this call, at most `limit` seconds from `body`'s start: whatever `body` needs of
     /// the pool it cannot have until then. Returns `body`'s value and whether the pool was

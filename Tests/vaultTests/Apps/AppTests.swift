@@ -76,11 +76,12 @@ import VaultTestSupport
         let bob = world.holders["bob"]
 
         try #require(try Self.app(world, "alice", "put", "item", "eggs", #"{"quantity":12}"#).status == 0)
-        try watch.waitFor(#""event":"put".*"id":"eggs".*"local":false.*"value":\{"quantity":12\}"#, timeout: 12)
+        // Bounds well under the 25 s a polling watch would take, with room for a loaded machine.
+        try watch.waitFor(#""event":"put".*"id":"eggs".*"local":false.*"value":\{"quantity":12\}"#, timeout: 18)
         try #require(try Self.app(world, "bob", "put", "item", "jam", "true").status == 0)
-        try watch.waitFor(#""id":"jam".*"local":true"#, timeout: 5)
+        try watch.waitFor(#""id":"jam".*"local":true"#, timeout: 10)
         try #require(try Self.app(world, "alice", "rm", "item", "eggs").status == 0)
-        try watch.waitFor(#""event":"delete".*"id":"eggs""#, timeout: 12)
+        try watch.waitFor(#""event":"delete".*"id":"eggs""#, timeout: 18)
         watch.stop()
         let lines = watch.log.split(separator: "\n").filter { $0.hasPrefix("{") }
         let last = try #require(try lines.last.map { try Self.json(String($0)) as? [String: Any] } ?? nil)

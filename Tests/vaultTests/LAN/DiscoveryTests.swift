@@ -102,7 +102,7 @@ import VaultTestSupport
         let id = share.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         carol.stop()
         // Only bob is up; alice recovers from her share and bob's, found by mDNS.
-        let recovered = try namespace.run(VaultBinary.path, ["recover", id, "--timeout", "5"], environment: circle["alice"].vault.childEnvironment)
+        let recovered = try namespace.run(VaultBinary.path, ["recover", id, "--timeout", "15"], environment: circle["alice"].vault.childEnvironment)
         #expect(recovered.status == 0, "\(recovered.stderr)")
         #expect(recovered.stdout == "found by mdns\n")
         #expect(recovered.stderr.contains("carol: not found nearby"))

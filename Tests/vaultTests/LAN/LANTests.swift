@@ -68,7 +68,7 @@ import VaultTestSupport
         #expect(recovered.status == 0, "\(recovered.stderr)")
         #expect(recovered.stdout == "no waiting")
         #expect(recovered.stderr.contains("enough pieces check out; not waiting for 1 more"), "\(recovered.stderr)")
-        #expect(Date().timeIntervalSince(start) < 30, "recovery waited for the stalled holder")
+        #expect(Date().timeIntervalSince(start) < 50, "recovery waited for the stalled holder (60 s)")
         bob.stop()
     }
 

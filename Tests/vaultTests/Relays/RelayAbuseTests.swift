@@ -340,10 +340,11 @@ import VaultTestSupport
 
         // The flood was one: up to 1,000 a second for ~10 s, all answered. Its threads share
         // the machine with the rest of the run, and fell behind their pace under load (805/s
-        // once in CI): at 500 a second it is still ten times what the limit lets through.
+        // once in CI): at 250 a second it is still five times what the limit lets through,
+        // and the counts below hold up to 40 s (500 + 50 × 40 let through).
         #expect(tally.failures.isEmpty, "\(tally.failures.count) requests had no answer: \(tally.failures.prefix(5))")
         #expect(tally.answered == workers * perWorker)
-        #expect(rate > 500 && elapsed < 20, "\(rate) requests a second over \(elapsed) s")
+        #expect(rate > 250 && elapsed < 40, "\(rate) requests a second over \(elapsed) s")
         // Each got its JSON error: 401 for what fails authentication, 429 once 127.0.0.2's
         // bucket (a burst of 500, then 50 a second) is empty. So about 500 + 50 × 10 are
         // answered 401 and the rest 429; the bounds leave room for a slow machine.

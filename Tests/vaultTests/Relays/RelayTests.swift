@@ -448,9 +448,10 @@ final class RelayWorld {
     @Test func aGapTheSenderCannotFillIsClosedOnBothSides() async throws {
         let world = try RelayWorld()
         // Long enough for every relay to take it on a loaded machine (a relay refuses one
-        // expired already), and gone before the next.
-        try world.alice.ok("send", "--group", "team", "--ttl", "4s", "-", stdin: "brief")
-        try await Task.sleep(for: .seconds(5))
+        // expired already), and gone before the next: its time counted from the send's start.
+        let clock = ContinuousClock(), start = clock.now
+        try world.alice.ok("send", "--group", "team", "--ttl", "10s", "-", stdin: "brief")
+        try await Task.sleep(until: start + .seconds(11), clock: clock)
         try world.alice.ok("send", "--group", "team", "-", stdin: "second")
         let first = try world.bob.vault.run(["receive"])
         #expect(first.stdout == "second", "\(first.stderr)")
@@ -504,8 +505,11 @@ final class RelayWorld {
     /// relay's clock passes it while its row is still there) and after (the row is gone).
     @Test func aMessagePastItsTTLIsNeverServed() async throws {
         let world = try RelayWorld()
-        let id = try world.alice.ok("send", "--group", "team", "--ttl", "4s", "-", stdin: "brief").trimmingCharacters(in: .newlines)
-        try await Task.sleep(for: .seconds(5))
+        // Long enough for every relay to take it on a loaded machine (a relay refuses one
+        // expired already): its time counted from the send's start.
+        let clock = ContinuousClock(), start = clock.now
+        let id = try world.alice.ok("send", "--group", "team", "--ttl", "10s", "-", stdin: "brief").trimmingCharacters(in: .newlines)
+        try await Task.sleep(until: start + .seconds(11), clock: clock)
         for i in 1...3 {
             let rows = try await world.database(i).read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM messages") }
             #expect(rows == 1, "the sweeper ran before this check could test the read path")

@@ -9,11 +9,12 @@ import VaultTestSupport
 @Suite(.serialized) struct SlowClientTests {
     /// 2,000 connections that never finish their headers, from 40 addresses of 127/8 (50
     /// each, under the cap of 64 an address), are all held at once while alice sends and
-    /// bob receives; then the relay closes every one at its header deadline (20 s here), and its
+    /// bob receives; then the relay closes every one at its header deadline (40 s here, so
+    /// that two vault processes on a loaded machine fit well inside it), and its
     /// descriptors come back.
     @Test func twoThousandSlowConnectionsDoNotStopAMember() throws {
         raiseOpenFileLimit()
-        let world = try RelayWorld(relayOptions: [1: ["--header-timeout", "20s"]])
+        let world = try RelayWorld(relayOptions: [1: ["--header-timeout", "40s"]])
         let pid = world.relays[0].pid
         let port = Int(world.urls[0].split(separator: ":").last!)!
         let filesBefore = try openFiles(pid), socketsBefore = try openSockets(pid)
@@ -39,17 +40,17 @@ import VaultTestSupport
         try world.alice.ok("send", "--group", "team", "-", stdin: "through the crowd")
         let received = try world.bob.vault.run(["receive"])
         #expect(received.stdout == "through the crowd", "\(received.stderr)")
-        #expect(Date().timeIntervalSince(started) < 20, "the member was served before the slow connections were shed")
+        #expect(Date().timeIntervalSince(started) < 40, "the member was served before the slow connections were shed")
         print("slow connections: relay RSS \(try memory(pid, "VmRSS") / 1024) KiB while holding 2000")
         // Past the deadline, each is closed by the relay.
         var open = 2000
-        for _ in 0..<200 {
+        for _ in 0..<300 {
             open = slow.filter { !$0.isClosedByPeer() }.count
             if open == 0 { break }
             Thread.sleep(forTimeInterval: 0.2)
         }
         #expect(open == 0, "\(open) slow connections still open")
-        #expect(Date().timeIntervalSince(started) >= 19, "closed before their deadline")
+        #expect(Date().timeIntervalSince(started) >= 39, "closed before their deadline")
         for connection in slow { connection.close() }
         slow = []
         Thread.sleep(forTimeInterval: 1)
@@ -71,8 +72,7 @@ import VaultTestSupport
         Thread.sleep(forTimeInterval: 0.5)
         #expect(held.allSatisfy { !$0.isClosedByPeer() })
         let extra = try RawConnection(port: port, from: "127.0.9.9")
-        Thread.sleep(forTimeInterval: 0.5)
-        #expect(extra.isClosedByPeer(), "the 65th connection from one address was held")
+        #expect(eventually(within: 10) { extra.isClosedByPeer() }, "the 65th connection from one address was held")
         let neighbour = try RawConnection(port: port, from: "127.0.9.10")
         Thread.sleep(forTimeInterval: 0.5)
         #expect(!neighbour.isClosedByPeer())
@@ -95,11 +95,10 @@ import VaultTestSupport
             trickle.send([byte])
             Thread.sleep(forTimeInterval: 0.05)
         }
-        Thread.sleep(forTimeInterval: 1)
-        #expect(trickle.received().hasPrefix("HTTP/1.1 200"), "\(trickle.received())")
-        Thread.sleep(forTimeInterval: 3)
-        #expect(body.isClosedByPeer(), "a silent body was held past its deadline")
-        #expect(idle.isClosedByPeer(), "an idle connection was held past its deadline")
+        #expect(eventually(within: 10) { trickle.received().hasPrefix("HTTP/1.1 200") }, "\(trickle.received())")
+        // Closed from 3 s on; looked at for longer, since a loaded machine runs the relay late.
+        #expect(eventually(within: 15) { body.isClosedByPeer() }, "a silent body was held past its deadline")
+        #expect(eventually(within: 15) { idle.isClosedByPeer() }, "an idle connection was held past its deadline")
         for connection in [body, idle, trickle] { connection.close() }
     }
 }
