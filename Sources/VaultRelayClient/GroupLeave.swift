@@ -56,16 +56,22 @@ extension Messenger {
         }
     }
 
-    /// Joins again `left`, a group this identity left (``Keystore/leftGroup(named:)`` finds
-    /// it by id): its record is fetched from a relay it named, and taken (from a trusted
-    /// owner, naming this identity, at the version left or later) and accepted on every
-    /// relay it names; one that cannot be reached then is a warning, declines the group for
-    /// this identity until then, and is remembered: the member's next receive (or send
-    /// through it) that reaches it accepts it there. The relays are asked one at a time, the first the record named first, until one gives a
-    /// record that is taken: one that is down, or that serves a record that is not taken,
-    /// does not stop the join. Returns what the taking said, as a receive would, with what
-    /// each relay asked before said; a join that fails leaves the group as left.
-    public static func join(_ left: GroupRefusal, keystore: Keystore, identity: Identity) async throws -> ReceiveReport {
+    /// Joins again `refusal`'s group, one this identity left (``Keystore/leftGroup(named:)``
+    /// finds it by id): its record is fetched from a relay it named, and taken (from a
+    /// trusted owner, naming this identity, at the version left or later) and accepted on
+    /// every relay it names; one that cannot be reached then is a warning, declines the group
+    /// for this identity until then, and is remembered: the member's next receive (or send
+    /// through it) that reaches it accepts it there. The relays are asked one at a time, the
+    /// first the record named first, until one gives a record that is taken: one that is
+    /// down, or that serves a record that is not taken, does not stop the join. Returns what
+    /// the taking said, as a receive would, with what each relay asked before said; a join
+    /// that fails leaves the group as left.
+    public static func join(_ refusal: GroupRefusal, keystore: Keystore, identity: Identity) async throws -> ReceiveReport {
+        // The leave as it stands now: the passphrase was typed since `refusal` was looked up,
+        // and another process may have joined, or left again at a newer version, meanwhile.
+        guard let left = try keystore.leftGroup(refusal.group), left.owner == refusal.owner else {
+            throw VaultError.unknownGroup(refusal.group.hex)
+        }
         let relays = try keystore.relays(ofLeftGroup: left.group, owner: left.owner)
         let first = relays.first { $0.card == left.relayCard }.map { RelayConnection($0, identity: identity) }
             ?? RelayConnection(name: left.relayURL, url: left.relayURL, card: left.relayCard, identity: identity)

@@ -105,9 +105,10 @@ public final class RemoteRecovery {
         return (asks.compactMap(\.piece), header)
     }
 
-    /// Whether every holder asked has answered without its piece: nothing more will come.
+    /// Whether every holder asked has answered (with its piece or without): nothing more
+    /// will come.
     public var nothingMoreWillCome: Bool {
-        !recovery.asks.isEmpty && recovery.asks.allSatisfy { [.denied, .timedOut, .refused, .failed].contains($0.state) }
+        !recovery.asks.isEmpty && !recovery.asks.contains { $0.isPending }
     }
 
     /// Ends the recovery: its rows and received pieces go.

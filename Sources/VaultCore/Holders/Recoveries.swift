@@ -23,6 +23,9 @@ public struct Recovery: Sendable {
             case failed
         }
 
+        /// Whether an answer may still come: sent and unanswered, or waiting for its person.
+        public var isPending: Bool { state == .asked || state == .waiting }
+
         /// The ``detail`` of a holder's emergency wait, and of a denial by the secret's dealer.
         public static let emergencyDetail = "emergency access"
         public static let dealerDetail = "by the dealer"

@@ -7,8 +7,8 @@ public enum RecoveryDesk {
     public enum Taken: Sendable {
         /// It moved a request of a recovery under way on: `label` answered `state`.
         case ask(label: String, state: Recovery.Ask.State, detail: String?)
-        /// A holder answered a share offer of this dealer's.
-        case delivery(label: String, state: ShareDelivery.State)
+        /// A holder answered a share offer of this dealer's, of secret `secret` (hex id).
+        case delivery(label: String, secret: String, state: ShareDelivery.State)
         /// A holder answered this dealer's emergency rule.
         case role(label: String, state: EmergencyRole.State)
         /// A holder told this dealer of an emergency request.
@@ -107,7 +107,7 @@ public enum RecoveryDesk {
         guard try keystore.answerDelivery(secretRow: row, holderKey: sender.agreementKey, state: delivery) else {
             return .refused("an answer from \(label) about a share it was not offered, or answered already")
         }
-        return .delivery(label: label, state: delivery)
+        return .delivery(label: label, secret: secretID.hex, state: delivery)
     }
 
     /// This identity's own share of the recovery's secret, when it holds one.

@@ -31,6 +31,12 @@ public struct KeyCard: Hashable, Sendable {
     /// The text form, `vault1…`, lowercase.
     public var text: String { Bech32.encode(hrp: Self.humanReadablePart, data: encoded) }
 
+    /// Whether `text` is meant as a card (it begins `vault1`, in either case), valid or not:
+    /// where a card or a peer's label is taken, what is not one names a peer.
+    public static func isCardText(_ text: String) -> Bool {
+        text.trimmingCharacters(in: .whitespacesAndNewlines).lowercased().hasPrefix(humanReadablePart + "1")
+    }
+
     /// Parses the text form, in either case, ignoring surrounding white space.
     public init(text: String) throws(VaultError) {
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)

@@ -104,6 +104,6 @@ public enum RelayURL {
 }
 
 extension Character {
-    fileprivate var isASCIIDigit: Bool { isASCII && isNumber }
+    var isASCIIDigit: Bool { isASCII && isNumber }
     fileprivate var isASCIILetter: Bool { isASCII && isLetter }
 }

@@ -61,6 +61,16 @@ public struct CallbackDestination: Equatable, Hashable, Sendable, CustomStringCo
         self.init(description: "\(scheme)://\(host)", isNetwork: true)
     }
 
+    /// Whether `text`, a valid scheme when read as one, reads as a host: a name with a dot
+    /// and no colon, or a name, a colon and a port.
+    private static func readsAsHost(_ text: String) -> Bool {
+        guard let colon = text.firstIndex(of: ":") else {
+            return text.contains(".") && CallbackDestination(callback: text + ":") != nil
+        }
+        let port = text[text.index(after: colon)...]
+        return !port.isEmpty && port.allSatisfy(\.isASCIIDigit) && CallbackDestination(callback: text) != nil
+    }
+
     /// `host[:port]` in canonical form, or nil for anything else (userinfo included).
     private static func hostAndPort(_ authority: String) -> String? {
         var host = Substring(authority), port: Substring?
@@ -91,17 +101,17 @@ public struct CallbackDestination: Equatable, Hashable, Sendable, CustomStringCo
     /// A destination as the user names it for the allowlist: `-`, `myapp`, `myapp:`, or a
     /// URL whose origin is taken (`https://example.com/path` allows `https://example.com`).
     ///
-    /// A bare name with a dot (`example.com`) is refused as ambiguous: it reads as a web
-    /// site, and taken as the scheme `example.com:` (which it may be: reverse-DNS app schemes
-    /// have dots) it would allow something other than what its author meant. The author
-    /// writes `https://example.com` or `example.com:`.
+    /// A bare name with a dot (`example.com`), or a name and a port (`localhost:3000`), is
+    /// refused as ambiguous: it reads as a web site, and taken as the scheme `example.com:`
+    /// (which it may be: reverse-DNS app schemes have dots) it would allow something other
+    /// than what its author meant. The author writes `https://example.com` or `example.com:`.
     public init(allowing text: String) throws(VaultError) {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         if trimmed == "-" {
             self = .standardOutput
             return
         }
-        if !trimmed.contains(":"), trimmed.contains("."), trimmed.utf8.count <= 256, CallbackDestination(callback: trimmed + ":") != nil {
+        if trimmed.utf8.count <= 256, Self.readsAsHost(trimmed) {
             throw .ambiguousDestination(trimmed)
         }
         let candidate = trimmed.contains(":") ? trimmed : trimmed + ":"

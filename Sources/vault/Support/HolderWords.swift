@@ -18,8 +18,8 @@ enum HolderWords {
             "answered '\(TerminalText.escaped(label))' about its \(what)"
         case .answer(.ask(let label, let state, let detail)):
             "'\(TerminalText.escaped(label))': " + AskWords.state(state, detail: detail)
-        case .answer(.delivery(let label, let state)):
-            "'\(TerminalText.escaped(label))': share \(state.rawValue)"
+        case .answer(.delivery(let label, let secret, let state)):
+            "'\(TerminalText.escaped(label))': share of \(secret.prefix(16)) \(state.rawValue)"
         case .answer(.refused(let words)):
             "refused \(words)"
         case .emergencyWait(let request):

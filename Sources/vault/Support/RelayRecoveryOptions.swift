@@ -41,7 +41,9 @@ struct RelayRecoveryOptions: ParsableArguments {
     }
 
     /// The secret named by `text`: one held here, or with --dealer one held by others.
+    /// A group named with --group is looked up here too, before anything is asked.
     func target(_ text: String, keystore: Keystore) throws -> RecoveryTarget {
+        if let group { _ = try keystore.group(named: group) }
         guard let dealer else {
             let own = try keystore.secret(matching: text)
             return RecoveryTarget(own: own, dealer: own.header.dealer, secretID: own.header.secretID)
@@ -50,7 +52,14 @@ struct RelayRecoveryOptions: ParsableArguments {
             throw CLIError.unavailable("a secret you hold no share of is named by its whole id: 32 hex digits",
                                        hint: "a holder's 'vault secrets show NAME' prints it")
         }
-        let card = try (try? keystore.peer(named: dealer))?.card ?? CardOffer(text: dealer).card
+        // A label that names no peer is said to be one (a typo in a label is no damaged card).
+        let card = if let peer = try? keystore.peer(named: dealer) {
+            peer.card
+        } else if KeyCard.isCardText(dealer) {
+            try CardOffer(text: dealer).card
+        } else {
+            try keystore.peer(named: dealer).card
+        }
         if let held = try keystore.secrets().first(where: { $0.header.rowID == BundleHeader.rowID(dealer: card, secretID: id) }) {
             return RecoveryTarget(own: held, dealer: card, secretID: id)
         }
@@ -89,19 +98,30 @@ struct RelayRecoveryOptions: ParsableArguments {
             let (files, header) = try remote.released(excluding: answered)
             let needed = (header?.threshold ?? Int.max) - (target.own == nil ? 0 : 1)
             if files.count + lanPieces >= needed { return Outcome(remote: remote, pieces: files, header: header) }
+            let pending = remote.recovery.asks.filter { $0.isPending }
             if remote.nothingMoreWillCome {
-                throw VaultError.tooFewPieces(have: files.count + lanPieces + (target.own == nil ? 0 : 1), need: header?.threshold ?? 0,
-                                              missing: remote.recovery.asks.filter { $0.state != .released }.map(\.holderLabel))
+                let have = files.count + lanPieces + (target.own == nil ? 0 : 1)
+                let unanswered = remote.recovery.asks.filter { $0.state != .released }
+                // The threshold is known only from a piece's header: with none, say what each
+                // holder answered rather than "0 needed".
+                guard let header else {
+                    throw CLIError.unavailable("no piece came through relays, and none will: "
+                                               + unanswered.map { "\($0.holderLabel) " + AskWords.state($0.state, detail: $0.detail) }.joined(separator: "; "),
+                                               hint: "'\(again(target)) --restart' asks every holder anew")
+                }
+                throw VaultError.tooFewPieces(have: have, need: header.threshold, missing: unanswered.map(\.holderLabel))
+            }
+            guard !remote.recovery.asks.isEmpty else {
+                throw CLIError.unavailable("no holder could be asked through relays", hint: "the lines above say why for each holder")
             }
             guard wait else {
-                let asked = remote.recovery.asks.filter { $0.state != .released }.map(\.holderLabel)
                 throw CLIError.pending("\(files.count) of the pieces needed came through relays so far; waiting for "
-                                       + (asked.isEmpty ? "nobody: no holder could be asked" : asked.joined(separator: ", ")),
-                                       hint: "run 'vault recover \(target.secretID.hex.prefix(16))\(target.own == nil ? " --dealer … --from …" : "")' again once they answer (or add --wait); the requests stay valid until \(DateWords.short(remote.recovery.expires))")
+                                       + pending.map(\.holderLabel).joined(separator: ", "),
+                                       hint: "run '\(again(target))' again once they answer (or add --wait); the requests stay valid until \(DateWords.short(remote.recovery.expires))")
             }
             guard Date() < deadline else {
                 throw CLIError.pending("time ran out with \(files.count) pieces through relays",
-                                       hint: "run 'vault recover \(target.secretID.hex.prefix(16))' again later: the requests stay valid until \(DateWords.short(remote.recovery.expires))")
+                                       hint: "run '\(again(target))' again later: the requests stay valid until \(DateWords.short(remote.recovery.expires))")
             }
             await remote.waitForAnswers(until: deadline)
             show(await remote.collect())
@@ -111,6 +131,15 @@ struct RelayRecoveryOptions: ParsableArguments {
             }
             seen = now
         }
+    }
+
+    /// The command that asks again: a secret held here by its short id; one held by others
+    /// by its whole id (all a machine that holds no share of it takes), with the dealer and
+    /// holders given.
+    private func again(_ target: RecoveryTarget) -> String {
+        let group = self.group.map { " --group \(ShellWord.quoted($0))" } ?? ""
+        guard target.own == nil, let dealer, let from else { return "vault recover \(target.secretID.hex.prefix(16))\(group)" }
+        return "vault recover \(target.secretID.hex) --dealer \(ShellWord.quoted(dealer)) --from \(ShellWord.quoted(from))\(group)"
     }
 
     /// The holders to ask: every trusted holder of the own share's secret but this one, or

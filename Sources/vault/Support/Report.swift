@@ -193,7 +193,7 @@ enum Report {
         case .ambiguousGroup:
             "name the group by the first digits of its id ('vault group list' shows them)"
         case .ambiguousDestination(let text):
-            "write 'https://\(text)' for the web site, or '\(text):' for an application's scheme"
+            "write 'https://\(text)' for the web site, or '\(text.prefix { $0 != ":" }):' for an application's scheme"
         case .ownerCannotLeave:
             "remove its members with 'vault group remove' instead"
         case .noQRCode:

@@ -46,6 +46,17 @@ import VaultTestSupport
         #expect(unknown.hasPrefix("vault: error: no group matches '3f2a9c1e'"), "\(unknown)")
     }
 
+    /// A recovery onto a new machine names a mistyped dealer's label, or group, as such: a
+    /// label is no damaged key card, and a group that does not exist is said before anyone
+    /// is asked (it once asked nobody, and exited 75 as if answers were to come).
+    @Test func aRecoverysDealerAndGroupAreLookedUpFirst() throws {
+        let id = String(repeating: "ab", count: 16)
+        let dealer = try user.fails("recover", id, "--dealer", "alicee", "--from", "bob")
+        #expect(dealer.hasPrefix("vault: error: no peer named 'alicee'\n"), "\(dealer)")
+        let group = try user.fails("recover", id, "--dealer", "alicee", "--from", "bob", "--group", "frends")
+        #expect(group.hasPrefix("vault: error: no group matches 'frends'\n"), "\(group)")
+    }
+
     /// Too few pieces: the missing holders by the labels this keystore knows them by, and
     /// the release command filled in with the secret and this identity.
     @Test func tooFewPiecesNamesTheHoldersAndTheCommandToRun() throws {

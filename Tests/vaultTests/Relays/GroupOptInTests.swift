@@ -318,7 +318,8 @@ import VaultTestSupport
         defer { for i in 1...2 { kill(world.relays[i].pid, SIGCONT) } }
         let start = Date()
         let received = try world.bob.vault.run(["receive"])
-        let took = Date().timeIntervalSince(start) - baseline
+        // At most 8 s taken off: the fault (90 s) then stays above the bound.
+        let took = Date().timeIntervalSince(start) - min(baseline, 8)
         // One deadline for the refresh and one for the listing: 60 s; asked in turn, 90 s.
         #expect(took < 80, "the receive took \(Int(took)) s more than one with no relay stalled (\(Int(baseline)) s)")
         #expect(received.stderr.contains("relay r2: ") && received.stderr.contains("relay r3: "), "\(received.stderr)")
@@ -348,7 +349,7 @@ import VaultTestSupport
         try world.bob.ok("relay", "add", "slow", "http://127.0.0.1:\(port)", "--yes")
         let start = Date()
         let received = try world.bob.vault.run(["receive"])
-        let took = Date().timeIntervalSince(start) - baseline
+        let took = Date().timeIntervalSince(start) - min(baseline, 8)
         #expect(took < 80, "the receive took \(Int(took)) s more than one with no relay stalled (\(Int(baseline)) s)")
         let said = received.stderr.split(separator: "\n").filter { $0.contains("relay slow: ") }
         #expect(said.count == 1 && said[0].contains("cannot reach it"), "\(received.stderr)")

@@ -448,10 +448,11 @@ final class RelayWorld {
     @Test func aGapTheSenderCannotFillIsClosedOnBothSides() async throws {
         let world = try RelayWorld()
         // Long enough for every relay to take it on a loaded machine (a relay refuses one
-        // expired already), and gone before the next: its time counted from the send's start.
-        let clock = ContinuousClock(), start = clock.now
+        // expired already), and gone before the next: made during the send, it has expired
+        // 11 s after the send ended.
+        let clock = ContinuousClock()
         try world.alice.ok("send", "--group", "team", "--ttl", "10s", "-", stdin: "brief")
-        try await Task.sleep(until: start + .seconds(11), clock: clock)
+        try await Task.sleep(until: clock.now + .seconds(11), clock: clock)
         try world.alice.ok("send", "--group", "team", "-", stdin: "second")
         let first = try world.bob.vault.run(["receive"])
         #expect(first.stdout == "second", "\(first.stderr)")
@@ -506,10 +507,10 @@ final class RelayWorld {
     @Test func aMessagePastItsTTLIsNeverServed() async throws {
         let world = try RelayWorld()
         // Long enough for every relay to take it on a loaded machine (a relay refuses one
-        // expired already): its time counted from the send's start.
-        let clock = ContinuousClock(), start = clock.now
+        // expired already); made during the send, it has expired 11 s after the send ended.
+        let clock = ContinuousClock()
         let id = try world.alice.ok("send", "--group", "team", "--ttl", "10s", "-", stdin: "brief").trimmingCharacters(in: .newlines)
-        try await Task.sleep(until: start + .seconds(11), clock: clock)
+        try await Task.sleep(until: clock.now + .seconds(11), clock: clock)
         for i in 1...3 {
             let rows = try await world.database(i).read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM messages") }
             #expect(rows == 1, "the sweeper ran before this check could test the read path")

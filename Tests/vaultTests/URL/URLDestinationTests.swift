@@ -79,6 +79,15 @@ import VaultTestSupport
                 + "vault: hint: write 'https://example.com' for the web site, or 'example.com:' for an application's scheme\n", "\(site)")
         try s.alice.ok("settings", "url-allow", "com.example.app:")
         #expect(try s.alice.ok("settings", "list").contains("com.example.app:"))
+        // A host and a port too.
+        let port = try s.alice.fails(["settings", "url-allow", "localhost:3000"])
+        #expect(port.hasSuffix("vault: hint: write 'https://localhost:3000' for the web site, or 'localhost:' for an application's scheme\n"), "\(port)")
+        // One stored as a scheme (as url-allow once stored 'example.com') is taken off as it
+        // was given; taking off cannot widen what is allowed.
+        try s.alice.ok("settings", "url-allow", "example.com:")
+        try s.alice.ok("settings", "url-deny", "example.com")
+        #expect(!(try s.alice.ok("settings", "list").contains("example.com:")))
+        #expect(try s.alice.fails(["settings", "url-deny", "example.com"]).contains("could be a web site or an application's scheme"))
     }
 
     @Test func neverPutsAPlaintextOnXdgOpensCommandLine() throws {

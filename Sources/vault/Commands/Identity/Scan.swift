@@ -44,7 +44,7 @@ struct Scan: AsyncParsableCommand {
         let payload: String
         if let image {
             let texts = try QRScanner.scanTexts(imageAt: image)
-            guard let found = texts.first(where: { ItemArmor.isQRText($0) || $0.lowercased().hasPrefix("vault1") }) else {
+            guard let found = texts.first(where: { ItemArmor.isQRText($0) || KeyCard.isCardText($0) }) else {
                 throw CLIError.invalidInput("the QR code in \(image) is neither a vault key card nor a vault item")
             }
             payload = found
@@ -62,7 +62,7 @@ struct Scan: AsyncParsableCommand {
                                         rereading: { BytesSource(export) }, keystore: keystore, keys: keys, recovery: recovery,
                                         confirmation: confirmation)
         }
-        guard payload.lowercased().hasPrefix("vault1") else {
+        guard KeyCard.isCardText(payload) else {
             throw CLIError.invalidInput("the scanned text is neither a vault key card nor a vault item")
         }
         var arguments = [payload]

@@ -83,9 +83,18 @@ struct Share: AsyncParsableCommand {
             Terminal.standardError("vault: note: the description is public: every holder's bundle carries it in the clear")
         }
         let localName = try name.map { try Label($0) }
+        // The group too: a misspelt one once failed only after the secret was dealt, leaving
+        // it stored, named, and its bundles in the outbox.
+        if let group { _ = try keystore.group(named: group) }
         // Input files first: one that is missing or unreadable fails before anything is asked.
         let input = try SecretInput(type: secretType, file: file, passwordLayer: passwordLayer)
         let identity = try keys.unlock(keystore)
+        if let group {
+            for peer in peers
+            where try HolderMail.sharedGroup(with: peer.card, keystore: keystore, identity: identity, named: group) == nil {
+                throw CLIError.invalidInput("'\(peer.label)' is not a member of group \(group)")
+            }
+        }
         let layerPassword = try input.password(prompt: "Password for the secret: ")
         let request = ShareRequest(type: secretType, metadata: try fields.metadata(for: secretType, file: file),
                                    description: description, threshold: threshold, holders: holders,
