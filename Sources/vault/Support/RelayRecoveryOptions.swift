@@ -84,9 +84,14 @@ struct RelayRecoveryOptions: ParsableArguments {
                                         lifetime: try Duration.seconds(ttl), keystore: keystore, identity: identity)
         show(await remote.collect())
         let holders = try holdersToAsk(target, keystore: keystore).filter { !answered.contains($0.card.agreementKey) }
+        // A holder that refused for a reason time may mend is asked again: what it said comes
+        // first, so that a refusal that will not mend (a wrong --dealer) is seen.
+        let refusals = Dictionary(remote.recovery.asks.filter { $0.state == .refused }.map { ($0.holderLabel, $0) }, uniquingKeysWith: { a, _ in a })
         for outcome in await remote.ask(holders, group: group) {
             switch outcome {
-            case .asked(let label, let group): Terminal.standardError("  \(label): asked through the relays of \(group)")
+            case .asked(let label, let group):
+                let earlier = refusals[label].map { AskWords.state($0.state, detail: $0.detail) + "; " } ?? ""
+                Terminal.standardError("  \(label): \(earlier)asked through the relays of \(group)")
             case .before(let label, let state, let detail, let until):
                 Terminal.standardError("  \(label): " + AskWords.state(state, detail: detail, until: until) + " (asked before)")
             case .unreachable(let label, let reason): Terminal.standardError("  \(label): not asked through relays: \(reason)")
@@ -103,13 +108,16 @@ struct RelayRecoveryOptions: ParsableArguments {
                 let have = files.count + lanPieces + (target.own == nil ? 0 : 1)
                 let unanswered = remote.recovery.asks.filter { $0.state != .released }
                 // The threshold is known only from a piece's header: with none, say what each
-                // holder answered rather than "0 needed".
+                // holder answered rather than "0 needed". The hint is about relays, not the
+                // LAN's "ask them to run 'vault serve'": each holder has answered already.
+                let restart = "'\(again(target)) --restart' asks every holder anew"
                 guard let header else {
                     throw CLIError.unavailable("no piece came through relays, and none will: "
                                                + unanswered.map { "\($0.holderLabel) " + AskWords.state($0.state, detail: $0.detail) }.joined(separator: "; "),
-                                               hint: "'\(again(target)) --restart' asks every holder anew")
+                                               hint: restart)
                 }
-                throw VaultError.tooFewPieces(have: have, need: header.threshold, missing: unanswered.map(\.holderLabel))
+                throw CLIError.unavailable(VaultError.tooFewPieces(have: have, need: header.threshold, missing: unanswered.map(\.holderLabel)).description,
+                                           hint: "every holder asked has answered (the lines above say how); " + restart)
             }
             guard !remote.recovery.asks.isEmpty else {
                 throw CLIError.unavailable("no holder could be asked through relays", hint: "the lines above say why for each holder")

@@ -132,6 +132,14 @@ final class HoldersWorld {
         try w.serve("bob")
         try w.serve("carol")
 
+        // An output file that exists is said before any holder is asked (it once came after
+        // their pieces): the keystore is unchanged, so no request was recorded.
+        let existing = w.directory.file("exists.txt")
+        try Data("keep me".utf8).write(to: URL(fileURLWithPath: existing))
+        let refused = try w["alice"].fails(["recover", id, "-o", existing])
+        #expect(refused.contains("exists.txt already exists"), "\(refused)")
+        #expect(FileManager.default.contents(atPath: existing) == Data("keep me".utf8))
+
         let first = try w["alice"].vault.run(["recover", id, "--ttl", "1h"])
         #expect(first.status == 75, "\(first.stderr)")
         for holder in ["bob", "carol", "dave"] {
@@ -236,6 +244,12 @@ final class HoldersWorld {
         // The old group's owner is gone: bob makes a new one with carol and alice-new.
         try w["bob"].ok("group", "create", "rescue", "--relays", "r1,r2,r3", "--members", "carol,alice-new")
         for label in ["carol", "alice-new"] { try w[label].ok("receive") }
+        // A wrong dealer (bob, who holds a share of alice's): bob refuses, and the next run,
+        // which asks him again (a refusal time may mend), first says what he said.
+        #expect(try w["alice-new"].vault.run(["recover", id, "--dealer", "bob", "--from", "bob"]).status == 75)
+        _ = try w["bob"].vault.run("receive")
+        let wrong = try w["alice-new"].vault.run(["recover", id, "--dealer", "bob", "--from", "bob"])
+        #expect(wrong.stderr.contains("  bob: refused: ") && wrong.stderr.contains("; asked through the relays of rescue"), "\(wrong.stderr)")
         let serve = try w["carol"].vault.onTerminal(["serve", "--listen", "127.0.0.1", "--port", "0", "--no-mdns"])
         try serve.expect("agent listening on")
 

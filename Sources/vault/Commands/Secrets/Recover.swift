@@ -71,8 +71,12 @@ struct Recover: AsyncParsableCommand {
             }
         }
         if let own = target.own { try refuseBinaryOnTerminal(own.header.type) }
-        // Input files are checked before the passphrase is asked for.
+        // Input files are checked before the passphrase is asked for, and the output file is
+        // made (hidden until the recovery is whole): an -o that exists, or cannot be written,
+        // is said before any holder is asked, not after their pieces came.
         for path in pieces { _ = try FileSource(path: path) }
+        let destination = RecoveredFile()
+        destination.file = try output.flatMap { $0 == "-" ? nil : try OutputFile(path: $0, replace: force, hiddenUntilCommit: true, durable: sync) }
         let password = try layerPasswordReadingFirst(file: passwordFile, prompt: "Password for the secret: ")
         let identity = try keys.unlock(keystore)
         let own = target.own
@@ -94,8 +98,6 @@ struct Recover: AsyncParsableCommand {
         try refuseBinaryOnTerminal(header.type)
         let type = header.type
         let pieces = self.pieces + gathered.map(\.path) + relayed
-        let destination = RecoveredFile()
-        destination.file = try output.flatMap { $0 == "-" ? nil : try OutputFile(path: $0, replace: force, hiddenUntilCommit: true, durable: sync) }
         // Plaintext goes straight from vault's buffers to the file descriptor: no copies
         // in Foundation buffers that nobody wipes.
         let sink: (UnsafeRawBufferPointer) throws -> Void = { bytes in
