@@ -120,6 +120,8 @@ struct RelayRecoveryOptions: ParsableArguments {
                                            hint: "every holder asked has answered (the lines above say how); " + restart)
             }
             guard !remote.recovery.asks.isEmpty else {
+                // Nothing under way to keep: the recovery this run began goes with it.
+                remote.end()
                 throw CLIError.unavailable("no holder could be asked through relays", hint: "the lines above say why for each holder")
             }
             guard wait else {

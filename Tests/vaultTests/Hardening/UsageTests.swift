@@ -55,6 +55,13 @@ import VaultTestSupport
         #expect(dealer.hasPrefix("vault: error: no peer named 'alicee'\n"), "\(dealer)")
         let group = try user.fails("recover", id, "--dealer", "alicee", "--from", "bob", "--group", "frends")
         #expect(group.hasPrefix("vault: error: no group matches 'frends'\n"), "\(group)")
+        // Holders that no group shares: nobody can be asked, which is an error, not a wait
+        // (it exited 75, "waiting for nobody").
+        let circle = try Circle(["alice", "bob"])
+        let nobody = try circle["bob"].vault.run(["recover", id, "--dealer", "alice", "--from", "alice"])
+        #expect(nobody.status == 1, "\(nobody.stderr)")
+        #expect(nobody.stderr.contains("  alice: not asked through relays: ")
+                && nobody.stderr.contains("vault: error: no holder could be asked through relays\n"), "\(nobody.stderr)")
     }
 
     /// Too few pieces: the missing holders by the labels this keystore knows them by, and
