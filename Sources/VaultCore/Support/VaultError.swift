@@ -146,8 +146,8 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
     case badKey
     /// Not a `vault://` result destination (`-`, `scheme:` or `https://host[:port]`).
     case invalidDestination(String)
-    /// A bare name with a dot given as a `vault://` result destination: a web site, or an
-    /// application's scheme?
+    /// A `vault://` result destination that reads both as a web site and as an application's
+    /// scheme: a bare name with a dot (`example.com`), or a name and a port (`localhost:3000`).
     case ambiguousDestination(String)
     /// The shared key with this name is locked in the agent of `vault serve`.
     case keyLocked(String)
