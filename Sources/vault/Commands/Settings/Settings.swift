@@ -55,15 +55,18 @@ struct SettingsURLDeny: ParsableCommand {
 
     func run() throws {
         let keystore = try home.openKeystore()
-        let parsed = Result<CallbackDestination, any Error> { try CallbackDestination(allowing: self.destination) }
-        var destination = try? parsed.get()
-        if case .failure(let error) = parsed, case .ambiguousDestination(let text)? = error as? VaultError {
+        let destination: CallbackDestination
+        do {
+            destination = try CallbackDestination(allowing: self.destination)
+        } catch {
             // Taking one off cannot widen what is allowed: a name stored as a scheme before
             // url-allow refused it as ambiguous is taken off as the scheme it was stored as.
-            let scheme = try? CallbackDestination(allowing: String(text.prefix { $0 != ":" }) + ":")
-            if let scheme, try keystore.isURLDestinationAllowed(scheme) { destination = scheme }
+            guard case .ambiguousDestination(let text) = error,
+                  let scheme = try? CallbackDestination(allowing: String(text.prefix { $0 != ":" }) + ":"),
+                  try keystore.isURLDestinationAllowed(scheme)
+            else { throw error }
+            destination = scheme
         }
-        guard let destination else { return try _ = parsed.get() }
         let removed = try keystore.denyURLDestination(destination)
         Terminal.standardError(removed ? "\(destination) is off the allowlist" : "\(destination) was not on the allowlist")
     }
