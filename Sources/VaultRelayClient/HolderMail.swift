@@ -30,16 +30,36 @@ public struct HolderReport: Sendable {
         case dealerDecision(from: String, trustee: String, approves: Bool, decided: Int)
         /// This dealer's decision was stored on the relays for a holder.
         case decisionSent(to: String, trustee: String, approves: Bool)
+        /// A requester withdrew its piece request `request` (its recovery is over): its
+        /// question here is gone.
+        case withdrawn(from: String, request: String)
     }
 
     public var events: [Event] = []
     /// Problems, one line each.
     public var problems: [String] = []
+    /// What the run read of the relays, when it read them (an emergency wait is released
+    /// only after a round that heard its dealer through).
+    public var round: RelayRound?
+    /// Holder messages from a sender that the group's record held here does not name (yet):
+    /// left on the relays, and taken once a newer record names it.
+    public var waitingForRecord: [Unlisted] = []
+    /// Groups accepted, or taken at a new version, by the run (a serve's refresh).
+    public var groups: [String] = []
+
+    /// A holder message whose sender the record of its group held here does not list.
+    public struct Unlisted: Sendable, Hashable {
+        public let group: String
+        /// The message id, in hex.
+        public let message: String
+        /// The sender's card's fingerprint.
+        public let sender: String
+    }
 
     public init() {}
 
     /// Whether nothing happened.
-    public var isEmpty: Bool { events.isEmpty && problems.isEmpty }
+    public var isEmpty: Bool { events.isEmpty && problems.isEmpty && waitingForRecord.isEmpty && groups.isEmpty }
 }
 
 /// The holder protocol through a group's relays (Docs/PROTOCOL.md §9): share offers to
@@ -98,12 +118,37 @@ public enum HolderMail {
         }
     }
 
+    /// Tells each holder whose answer `recovery` still waits for that it is over: their
+    /// persons need not be asked any more (``HolderRecord/Kind/withdrawal``). Best effort:
+    /// a holder not told answers into a recovery that ended, which says so and does nothing.
+    public static func withdraw(_ recovery: Recovery, keystore: Keystore, identity: Identity) async {
+        for ask in recovery.asks where ask.isPending {
+            guard let peer = try? keystore.peers().first(where: { $0.card.agreementKey == ask.holderKey }),
+                  let group = try? keystore.group(id: ask.groupID) else { continue }
+            _ = try? await send(to: peer.card, in: group, lifetime: 86_400, keystore: keystore, identity: identity) { emit in
+                try HolderRecord.withdrawal(nonce: ask.nonce).withUnsafeBytes(emit)
+            }
+        }
+    }
+
     /// Sends the answers of every request decided (or lapsed) since its last answer: the
     /// piece for an approval, a share stored, a denial. One that cannot be sent now is sent
     /// at the next call.
-    public static func answerDecided(keystore: Keystore, identity: Identity, report: inout HolderReport) async {
+    /// Emergency waits that ended are released here only after `round`, a reading of the
+    /// relays that began once they had ended and heard their dealer through
+    /// (``RelayRound``); without one (a command that did not read the relays) they wait.
+    public static func answerDecided(keystore: Keystore, identity: Identity, round: RelayRound?, report: inout HolderReport) async {
         let decided: [HolderRequest]
         do {
+            try keystore.lapseExpiredRequests()
+            if let round {
+                let groups = try keystore.groups()
+                try keystore.releaseEndedWaits(endedBy: round.started) { round.heardEverything(from: $0, in: groups, identity: identity) }
+                for held in try keystore.holderRequests([.waiting]) where held.emergency == .waiting && held.releaseAt.map({ $0 <= round.started }) ?? false {
+                    report.problems.append("\(held.peerLabel)'s emergency request \(held.id): its wait ended, but too few of the relays its dealer "
+                                           + "could deny it through were read to know it was not denied; released once they are")
+                }
+            }
             decided = try keystore.holderRequests([.approved, .automatic, .denied, .expired])
         } catch {
             return report.problems.append("the requests through relays: \(VaultError.words(for: error))")
@@ -151,7 +196,13 @@ public enum HolderMail {
             }
             let answers = keystore.home.directory + "/answers"
             if mkdir(answers, 0o700) != 0 && errno != EEXIST { throw VaultError.fileSystem(path: answers, errno: errno) }
-            let path = answers + "/" + request.id + (decided ? "" : "-waiting")
+            // One file a state: a release written and not sent, then cancelled by the dealer's
+            // denial, must not go out as the answer after all.
+            let path = answers + "/" + request.id + "-" + request.state.rawValue
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: answers)) ?? []
+            where name.hasPrefix(request.id + "-") && answers + "/" + name != path {
+                unlink(answers + "/" + name)
+            }
             do {
                 if !FileManager.default.fileExists(atPath: path) {
                     let output = try OutputFile(path: path, shownAs: "the vault directory \(answers)")
@@ -176,57 +227,39 @@ public enum HolderMail {
         }
     }
 
-    /// Fetches the holder messages waiting on the relays of `groups` (default: every group)
-    /// and takes each one; leaves everything else for `vault receive` and `vault sync`.
-    public static func collect(keystore: Keystore, identity: Identity, groups: [GroupRecord]? = nil) async -> HolderReport {
-        var report = ReceiveReport()
+    /// Fetches the holder messages waiting on the relays of the user's groups and takes each
+    /// one, through the path `vault receive` reads them by (``Messenger/receive``); leaves
+    /// everything else for `vault receive` and `vault sync`. With `refreshingGroups` it first
+    /// asks the relays for new groups and new versions of the groups held (what a message
+    /// from a member added since needs), and says which it took.
+    public static func collect(keystore: Keystore, identity: Identity, refreshingGroups: Bool = false) async -> HolderReport {
         do {
-            // In no group, nothing to fetch, and nothing made on disk.
-            let groups = try groups ?? keystore.groups()
-            guard !groups.isEmpty else { return report.holders }
-            let spool = try Spool(home: keystore.home)
-            for group in groups {
-                let connections = group.relays.map { RelayConnection($0, identity: identity) }
-                var listed: [[UInt8]: [Int]] = [:]
-                var order: [[UInt8]] = []
-                for (j, connection) in connections.enumerated() {
-                    do {
-                        for entry in try await Messenger.list(connection, group: group) where entry.group == group.idHex {
-                            guard let id = [UInt8](hexID: entry.id) else { continue }
-                            if listed[id] == nil { order.append(id) }
-                            listed[id, default: []].append(j)
-                        }
-                    } catch {
-                        report.holders.problems.append(VaultError.words(for: error))
-                    }
-                }
-                for id in order {
-                    let relays = listed[id]!
-                    if try keystore.hasReceived(message: id) {
-                        if try !keystore.isKeptUnconfirmed(message: id) { await Messenger.confirm(id, in: group, on: relays.map { connections[$0] }) }
-                        continue
-                    }
-                    for j in relays {
-                        do {
-                            guard case .object(let message, let path) = try await Messenger.fetch(
-                                id, in: group, from: connections[j], index: j + 1, spool: spool, identity: identity,
-                                objectsOnly: true, holderOnly: true) else { break }
-                            defer { unlink(path) }
-                            if await received(message, path: path, in: group, keystore: keystore, identity: identity, spool: spool,
-                                              report: &report.holders), try !keystore.isKeptUnconfirmed(message: id) {
-                                await Messenger.confirm(id, in: group, on: relays.map { connections[$0] })
-                            }
-                            break
-                        } catch {
-                            report.holders.problems.append(VaultError.words(for: error))
-                        }
-                    }
-                }
-            }
+            let received = try await Messenger.receive(groupName: nil, keystore: keystore, identity: identity, sink: nil,
+                                                       holderMailOnly: true, refreshingGroups: refreshingGroups)
+            var report = received.holders
+            report.groups = received.groups.map(\.value)
+            report.problems = received.distinctProblems + report.problems
+            return report
         } catch {
-            report.holders.problems.append(VaultError.words(for: error))
+            var report = HolderReport()
+            report.problems.append(VaultError.words(for: error))
+            return report
         }
-        return report.holders
+    }
+
+    /// ``collect(keystore:identity:refreshingGroups:)`` for at most `seconds`: what a command
+    /// that only lists what waits (`vault requests`) spends on the relays when no serve reads
+    /// them. Nil when the time ran out first (what was taken by then stays taken).
+    public static func collect(keystore: Keystore, identity: Identity, within seconds: TimeInterval) async -> HolderReport? {
+        await withTaskGroup(of: HolderReport?.self) { race in
+            race.addTask { await collect(keystore: keystore, identity: identity) }
+            race.addTask {
+                try? await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
+                return nil
+            }
+            defer { race.cancelAll() }
+            return await race.next() ?? nil
+        }
     }
 
     /// Takes a checked holder message that arrived in `group` (its bytes in the file at
@@ -237,9 +270,12 @@ public enum HolderMail {
         let plain = spool.newPath("holder.plain")
         defer { unlink(plain) }
         do {
-            // The sender must be the member the group names, by its whole card.
+            // The sender must be the member the group names, by its whole card. The record
+            // held here may be older than the sender's membership (a member added since): the
+            // message is not taken, nor confirmed, and waits on the relays for a newer record.
             guard let sender = group.members.first(where: { $0.card == header.sender }) else {
-                throw VaultError.malformed(what: "the holder message", detail: "its sender is not a member of \(group.name)")
+                report.waitingForRecord.append(.init(group: group.name.value, message: header.messageIDHex, sender: header.sender.fingerprint))
+                return false
             }
             // Recorded first: a second relay's copy, or the relay serving it again, is not
             // taken twice.
@@ -314,6 +350,10 @@ public enum HolderMail {
                     // Left on the relays: every machine of the dealer must see it, to deny it.
                     try keystore.keepUnconfirmed(message: header.messageID, until: header.expiresAt)
                     report.events.append(.answer(.emergency(news)))
+                }
+            case .withdrawal(let nonce):
+                if let withdrawn = try keystore.withdrawHolderRequest(nonce: nonce, from: sender.card.agreementKey) {
+                    report.events.append(.withdrawn(from: who, request: withdrawn.id))
                 }
             case .pieceAnswer(let nonce, let outcome, let prefix):
                 report.events.append(.answer(try RecoveryDesk.take(answer: nonce, outcome: outcome, prefix: prefix,

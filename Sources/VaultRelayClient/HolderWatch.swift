@@ -21,28 +21,51 @@ public final class HolderWatch: @unchecked Sendable {
         self.report = report
     }
 
+    /// How long an emergency wait held back after its end (``RelayRound``) waits before the
+    /// watch reads the relays again for it, unless mail comes first.
+    static let heldBackRetry: TimeInterval = 30
+
     /// Makes the watch take a pass now (a request was decided: its answer goes out).
     public func wake() { wakeup.signal() }
 
+    /// How often the watch asks the relays for new groups and new versions of its groups
+    /// (invitations are not pushed: a relay's waiting list wakes for messages only).
+    static let groupRefresh: TimeInterval = 15
+
     /// Watches until cancelled.
     public func run() async {
+        var refreshed: Date?
+        var askAgain = false
+        var unlisted = Set<HolderReport.Unlisted>()
         while !Task.isCancelled {
-            let groups = (try? keystore.groups()) ?? []
+            let refresh = askAgain || refreshed.map { Date().timeIntervalSince($0) >= Self.groupRefresh } ?? true
             // Before the pass: what comes during it ends the wait below at once.
-            let cursors = await RelayMail.latest(groups: groups, identity: identity)
-            var pass = await HolderMail.collect(keystore: keystore, identity: identity, groups: groups)
-            await HolderMail.answerDecided(keystore: keystore, identity: identity, report: &pass)
+            let cursors = await RelayMail.latest(groups: (try? keystore.groups()) ?? [], identity: identity)
+            var pass = await HolderMail.collect(keystore: keystore, identity: identity, refreshingGroups: refresh)
+            if refresh { refreshed = Date() }
+            // A message from a member the record held here does not name: the record is asked
+            // for again at once (once), and the message taken then. Each is said once.
+            askAgain = !refresh && !pass.waitingForRecord.isEmpty
+            pass.waitingForRecord = pass.waitingForRecord.filter { unlisted.insert($0).inserted }
+            await HolderMail.answerDecided(keystore: keystore, identity: identity, round: pass.round, report: &pass)
             if !pass.isEmpty { report(pass) }
+            if askAgain { continue }
             // Until something arrives for this identity on any relay of its groups, a
-            // decision here needs sending, or an emergency wait here ends.
+            // decision here needs sending, an emergency wait here ends, or the groups are
+            // due to be asked for again.
+            let groups = (try? keystore.groups()) ?? []
             let release = try? keystore.nextEmergencyRelease()
+            let nextRefresh = (refreshed ?? Date()).addingTimeInterval(Self.groupRefresh)
             await withTaskGroup(of: Void.self) { waiting in
                 let identity = identity
-                waiting.addTask { await RelayMail.waitForMail(groups: groups, identity: identity, after: cursors) }
+                waiting.addTask { await RelayMail.waitForMail(groups: groups, identity: identity, after: cursors, until: nextRefresh) }
                 waiting.addTask { [wakeup] in await wakeup.wait() }
                 if let release {
                     waiting.addTask {
-                        let seconds = max(0, release.timeIntervalSinceNow)
+                        // A wait that ended but was held back (its dealer's relays not read
+                        // through) is tried again after a pause, not at once.
+                        let left = release.timeIntervalSinceNow
+                        let seconds = left > 0 ? left : HolderWatch.heldBackRetry
                         try? await Task.sleep(nanoseconds: UInt64(min(seconds, 86_400) * 1e9))
                     }
                 }

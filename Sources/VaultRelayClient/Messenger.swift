@@ -295,13 +295,17 @@ public enum Messenger {
     /// (an app's sync, beside the watch of `vault serve`) holder messages are left to serve.
     /// Without `refreshingGroups` the group records held are used as they are (an app's
     /// sync asks for new ones once a minute, not at every sync).
+    ///
+    /// With `holderMailOnly` (`vault serve`'s watch, ``HolderMail/collect``) only holder
+    /// messages are read: the one path by which serve and receive take them.
     public static func receive(groupName: String?, keystore: Keystore, identity: Identity, sink: MessageSink?,
-                               objectsOnly: Bool = false, leavingHolderMail: Bool = false,
+                               objectsOnly: Bool = false, leavingHolderMail: Bool = false, holderMailOnly: Bool = false,
                                refreshingGroups: Bool = true) async throws -> ReceiveReport {
         var report = ReceiveReport()
         if refreshingGroups { await refreshGroups(keystore: keystore, identity: identity, report: &report) }
         let groups = try groupName.map { [try keystore.group(named: $0)] } ?? keystore.groups()
         let spool = try Spool(home: keystore.home)
+        var round = RelayRound()
         for group in groups {
             let connections = group.relays.map { RelayConnection($0, identity: identity) }
             // Which relays list which message of this group.
@@ -320,6 +324,9 @@ public enum Messenger {
                 for await listing in tasks { all[listing.index] = listing }
                 return all.compactMap { $0 }
             }
+            // The relays listed without a problem, less those with a message left untaken.
+            var readThrough = Set(listings.filter { $0.problem == nil }.map(\.index))
+            defer { round.read(group, relays: readThrough) }
             for listing in listings {
                 if let problem = listing.problem { report.problems.append(problem) }
                 for entry in listing.entries where entry.group == group.idHex {
@@ -349,7 +356,8 @@ public enum Messenger {
                     do {
                         switch try await SyncClock.measure(.download, {
                             try await fetch(id, in: group, from: connections[j], index: j + 1, spool: spool, identity: identity,
-                                            objectsOnly: objectsOnly, leavingHolderMail: leavingHolderMail)
+                                            objectsOnly: objectsOnly || holderMailOnly, holderOnly: holderMailOnly,
+                                            leavingHolderMail: leavingHolderMail)
                         }) {
                         case .share(let share): shares.append(share)
                         case .object(let message, let path): object = (message, path)
@@ -361,6 +369,8 @@ public enum Messenger {
                     if isShare { break }
                 }
                 if isShare { continue }
+                // Nothing came of it from any relay: what it was (a denial, say) is not known.
+                if object == nil && shares.isEmpty { readThrough.subtract(relays) }
                 if let object {
                     // Confirmed unless this machine failed to keep it (a full disk): the
                     // relays then keep it for the next run.
@@ -372,6 +382,7 @@ public enum Messenger {
                     if done, try !keystore.isKeptUnconfirmed(message: id) {
                         await confirm(id, in: group, on: relays.map { connections[$0] })
                     }
+                    if !done { readThrough.subtract(relays) }
                     continue
                 }
                 guard let header = shares.first?.header, shares.count >= header.threshold else {
@@ -420,7 +431,8 @@ public enum Messenger {
                     report.problems.append("message \(id.hex.prefix(8)) from \(sender.label): \(VaultError.words(for: error))")
                 }
             }
-            for member in group.members where member.card != identity.card {
+            // Numbering is the content messages' (vault send), which holder mail leaves alone.
+            for member in group.members where member.card != identity.card && !holderMailOnly {
                 let missing = try keystore.missingSequences(group: group.id, sender: member.card.signingKey)
                 guard !missing.isEmpty else { continue }
                 report.gaps.append(.init(group: group.name, member: member.label, sequences: missing))
@@ -429,7 +441,12 @@ public enum Messenger {
                 if !ask.isEmpty { await requestResend(ask, from: member, in: group, keystore: keystore, identity: identity, report: &report) }
             }
         }
-        await pruneOutbox(keystore: keystore, identity: identity, report: &report)
+        // Holder messages left to a serve were not read: this was no round of them.
+        if !leavingHolderMail {
+            report.holders.round = round
+            try? keystore.noteRelaysRead(at: round.started)
+        }
+        if !holderMailOnly { await pruneOutbox(keystore: keystore, identity: identity, report: &report) }
         return report
     }
 

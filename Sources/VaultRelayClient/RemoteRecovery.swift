@@ -73,7 +73,7 @@ public final class RemoteRecovery {
     public func collect() async -> HolderReport {
         let groups = (try? keystore.groups()) ?? []
         cursors = await RelayMail.latest(groups: groups, identity: identity)
-        let report = await HolderMail.collect(keystore: keystore, identity: identity, groups: groups)
+        let report = await HolderMail.collect(keystore: keystore, identity: identity)
         try? reload()
         return report
     }
@@ -114,6 +114,14 @@ public final class RemoteRecovery {
     /// Ends the recovery: its rows and received pieces go.
     public func end() {
         try? keystore.endRecovery(recovery)
+    }
+
+    /// Ends a recovery that succeeded: the holders still asked are told it is over (as a
+    /// requester on the LAN stops asking), so that nobody is asked about it any more.
+    public func complete() async {
+        try? reload()
+        await HolderMail.withdraw(recovery, keystore: keystore, identity: identity)
+        end()
     }
 
     private func senderCard(_ ask: Recovery.Ask) throws -> KeyCard {

@@ -353,8 +353,12 @@ public final class AppStore: @unchecked Sendable {
         let entries = try keystore.appObjects(app: appID, keyID: key.keyID)
         for (entry, itemKey) in zip(entries, try await itemKeys(for: entries.map(\.item.header))) {
             guard let version = entry.item.version else { continue }
-            changes.append(try change(entry.isConflict ? .conflict : .put, entry.name, version: version, authors: authors,
-                                      isLocal: version.author == me, sequence: through, date: entry.item.storedAt, item: (entry.item, itemKey)))
+            do {
+                changes.append(try change(entry.isConflict ? .conflict : .put, entry.name, version: version, authors: authors,
+                                          isLocal: version.author == me, sequence: through, date: entry.item.storedAt, item: (entry.item, itemKey)))
+            } catch VaultError.invalidAppObject {
+                continue  // another holder's value that is no object's (a watch's deliver says so)
+            }
         }
         return (changes, through)
     }
@@ -417,9 +421,17 @@ public final class AppStore: @unchecked Sendable {
                 case .delete: .delete
                 case .conflict: .conflict
                 }
-                let change = try SyncClock.measure(.deliver) {
-                    try self.change(kind, event.name, version: event.version, authors: authors, isLocal: event.isLocal,
-                                    sequence: event.sequence, date: event.date, item: event.item.map { ($0, nextKey.next()!) })
+                let itemKey = event.item.map { ($0, nextKey.next()!) }
+                let change: AppChange
+                do {
+                    change = try SyncClock.measure(.deliver) {
+                        try self.change(kind, event.name, version: event.version, authors: authors, isLocal: event.isLocal,
+                                        sequence: event.sequence, date: event.date, item: itemKey)
+                    }
+                } catch VaultError.invalidAppObject(let why) {
+                    // Another holder's value that is no object's: said, and passed over.
+                    report.problems.append("\(event.name.type)/\(event.name.id) from \(authors.name(event.version.author)): \(why)")
+                    continue
                 }
                 try await body(change)
                 report.delivered += 1
@@ -451,9 +463,18 @@ public final class AppStore: @unchecked Sendable {
         try json(of: item, itemKey: try await itemKey(for: item.header))
     }
 
+    /// Checked as a value written here is (``Keystore/checkAppValue(_:)``): another holder's
+    /// app may send anything its key lets it seal, and a reader here must not take more than
+    /// an object may hold, nor hand an app what is not JSON.
     private func json(of item: StoredItem, itemKey: SecureBytes) throws -> Data {
         var json = Data()
-        try keystore.openItem(item, itemKey: itemKey, marking: false) { json.append(contentsOf: $0) }
+        try keystore.openItem(item, itemKey: itemKey, marking: false) { bytes in
+            guard json.count + bytes.count <= Keystore.maximumAppValue else {
+                throw VaultError.invalidAppObject("a value received is larger than the \(ByteCount.limit(UInt64(Keystore.maximumAppValue))) an object may have")
+            }
+            json.append(contentsOf: bytes)
+        }
+        try Keystore.checkAppValue([UInt8](json))
         return json
     }
 

@@ -27,6 +27,31 @@ public final class NetworkNamespace: @unchecked Sendable {
         return (first, second)
     }
 
+    /// The address of the servers in ``star(hosts:)``, the same from every host.
+    public static let serverAddress = "10.99.0.1"
+
+    /// A small internet: one namespace for servers, reached at ``serverAddress``, and `count`
+    /// hosts, each joined to it by a veth pair of its own and routed to that address alone.
+    /// The hosts reach the servers and never each other: nothing forwards between the
+    /// links, and no link is shared, so multicast (mDNS) finds nobody. Friends in other
+    /// cities, with relays between them.
+    public static func star(hosts count: Int) throws -> (servers: NetworkNamespace, hosts: [NetworkNamespace]) {
+        let servers = try NetworkNamespace(multicastOnLoopback: false)
+        try servers.ip(["-n", servers.name, "addr", "add", serverAddress + "/32", "dev", "lo"])
+        var hosts: [NetworkNamespace] = []
+        for i in 1...count {
+            let host = try NetworkNamespace(multicastOnLoopback: true)
+            try servers.ip(["link", "add", "vh\(i)", "netns", servers.name, "type", "veth", "peer", "name", "veth0", "netns", host.name])
+            try servers.ip(["-n", servers.name, "addr", "add", "10.231.\(i).1/24", "dev", "vh\(i)"])
+            try servers.ip(["-n", servers.name, "link", "set", "vh\(i)", "up"])
+            try host.ip(["-n", host.name, "addr", "add", "10.231.\(i).2/24", "dev", "veth0"])
+            try host.ip(["-n", host.name, "link", "set", "veth0", "up"])
+            try host.ip(["-n", host.name, "route", "add", serverAddress + "/32", "via", "10.231.\(i).1"])
+            hosts.append(host)
+        }
+        return (servers, hosts)
+    }
+
     private init(multicastOnLoopback: Bool) throws {
         name = "vault-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         try ip(["netns", "add", name])

@@ -56,6 +56,40 @@ public final class ConsentQueue: @unchecked Sendable {
         return Self.describe(decided, keystore: keystore)
     }
 
+    /// What a word given to `vault deny` names among `waiting` (as ``waiting(now:)`` lists
+    /// them): the requests whose id starts with it (at least 4 hex digits); else, when it
+    /// is a trusted peer's label, every request that peer makes (and every emergency
+    /// request with it as the trustee); else, when it names a secret held here (its name or
+    /// id), every request about that secret. An id comes first: it is what `vault requests`
+    /// prints. Approving takes one request by its id only, never a set.
+    public static func requests(named word: String, in waiting: [ReleaseApprovals.Request],
+                                keystore: Keystore) -> (requests: [ReleaseApprovals.Request], by: Naming) {
+        let key = word.lowercased()
+        if key.count >= 4, key.allSatisfy(\.isHexDigit) {
+            let byID = waiting.filter { $0.id.hasPrefix(key) }
+            if !byID.isEmpty { return (byID, .id) }
+        }
+        if let peer = try? keystore.peer(named: word) {
+            let label = peer.label.value
+            return (waiting.filter { $0.kind == "watch" ? $0.trustee == label : $0.peer == label }, .peer(label))
+        }
+        if let secret = try? keystore.secret(matching: word) {
+            return (waiting.filter { $0.secretID == secret.header.secretIDHex }, .secret(secret.name ?? secret.header.secretIDHex))
+        }
+        return ([], .nothing)
+    }
+
+    /// What a word given to `vault deny` turned out to name.
+    public enum Naming: Equatable, Sendable {
+        case id
+        /// A trusted peer, by its label: the requester, or an emergency request's trustee.
+        case peer(String)
+        /// A secret, by its name here or its id.
+        case secret(String)
+        /// Nothing known here.
+        case nothing
+    }
+
     /// A new request through relays was queued: its prompt and log line.
     public func announce(_ request: HolderRequest) {
         if let described = Self.describe(request, keystore: keystore) { onNew(described) }
@@ -89,10 +123,14 @@ public final class ConsentQueue: @unchecked Sendable {
             }
             var described = about(secret.header, requester: asked.requester)
             described.holdsNoShare = asked.holdsNoShare
+            // Whose secret it is, and whose card asks: a requester that holds no share
+            // claims to be the dealer's new machine, which only the person can judge.
+            described.dealer = try? EmergencyDesk.label(of: secret.header.dealer, keystore: keystore)
+            described.dealerFingerprint = secret.header.dealer.fingerprint
+            described.peerFingerprint = asked.requesterCard.fingerprint
             if let releaseAt = request.releaseAt {
                 described.kind = "emergency"
                 described.releaseAt = releaseAt
-                described.dealer = try? EmergencyDesk.label(of: secret.header.dealer, keystore: keystore)
             }
             return described
         case .share:

@@ -46,6 +46,10 @@ public final class ReleaseApprovals: @unchecked Sendable {
         /// A request from someone who holds no share of the secret (a new machine of its
         /// owner, through relays): it proves nothing, and is never released without asking.
         public var holdsNoShare = false
+        /// The fingerprints of the requester's card and of the secret's dealer (requests
+        /// through relays), for a person to compare with the ones it checked face to face.
+        public var peerFingerprint: String?
+        public var dealerFingerprint: String?
         /// The secret's k and n, where known (requests through relays).
         public var threshold = 0
         public var count = 0

@@ -150,7 +150,7 @@ public enum EmergencyDesk {
         let isNew = try keystore.emergencyWatches(secretRow: row).allSatisfy { $0.replyKey != request.replyKey }
         let (watch, changed) = try keystore.noteEmergency(notice, holder: sender, holderLabel: try label(of: sender, keystore: keystore),
                                                           trusteeLabel: try label(of: request.requesterCard, keystore: keystore),
-                                                          secretRow: row, now: now)
+                                                          secretRow: row, dealer: identity, now: now)
         guard changed else { return nil }
         return News(watch: watch, holder: try label(of: sender, keystore: keystore), state: notice.state, new: isNew,
                     described: ConsentQueue.describe(watch, keystore: keystore, open: true))
@@ -161,6 +161,8 @@ public enum EmergencyDesk {
     public static func take(roleAnswer secretID: [UInt8], issued: UInt64, state: HolderRecord.RoleState, from sender: KeyCard,
                             keystore: Keystore, identity: Identity) throws(VaultError) -> (label: String, state: EmergencyRole.State)? {
         let row = BundleHeader.rowID(dealer: identity.card, secretID: secretID)
+        // By the whole card, as a share answer is (RecoveryDesk.take(shareAnswer:)).
+        guard try keystore.peers().contains(where: { $0.card == sender }) else { return nil }
         let role: EmergencyRole.State = switch state {
         case .accepted: .accepted
         case .declined: .declined

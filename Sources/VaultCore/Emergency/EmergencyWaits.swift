@@ -5,7 +5,8 @@ import GRDB
 /// it received: what ends a wait before its time, and what the dealer is told.
 extension Keystore {
     /// Applies a dealer's `decision` to the emergency requests waiting here from its trustee
-    /// with its reply key: a denial cancels them, an approval releases them now. It is kept
+    /// with its reply key: a denial cancels them (and those whose wait ended but whose piece
+    /// has not gone out), an approval releases them now. It is kept
     /// too, for a request of that recovery that arrives after it (a relay may hold one back).
     /// A denial always wins: one kept is never replaced by an approval, and an approval
     /// kept gives way to a denial. Returns the requests it decided; requests that ended
@@ -28,10 +29,14 @@ extension Keystore {
             let ours = rows.filter { $0.pieceRequest.map { $0.replyKey == decision.replyKey && $0.requesterCard == decision.trustee } ?? false }
             var decided: [String] = []
             for request in ours {
-                if request.state == .waiting {
+                // A denial also cancels a wait that ended here but whose piece has not gone
+                // out (released and not yet answered): until the piece leaves, the owner's
+                // word wins. An approval only ends a wait that still runs.
+                let open = request.state == .waiting || (!decision.approves && request.state == .automatic && request.emergency == .released)
+                if open {
                     let (state, emergency) = decision.approves ? ("automatic", "approved") : ("denied", "cancelled")
-                    try db.execute(sql: "UPDATE holder_request SET state = ?, emergency = ? WHERE id = ? AND state = 'waiting'",
-                                   arguments: [state, emergency, request.id])
+                    try db.execute(sql: "UPDATE holder_request SET state = ?, emergency = ? WHERE id = ? AND state = ?",
+                                   arguments: [state, emergency, request.id, request.state.rawValue])
                     decided.append(request.id)
                 } else {
                     try db.execute(sql: "UPDATE holder_request SET told = NULL WHERE id = ?", arguments: [request.id])

@@ -16,6 +16,8 @@ public struct EmergencyWatch: Sendable {
         /// Refused by the holder's person.
         case denied
         case released
+        /// A newer request of the trustee's replaced it at this holder.
+        case replaced
     }
 
     /// One holder, as it told the dealer.
@@ -34,7 +36,8 @@ public struct EmergencyWatch: Sendable {
         case denied, approved
     }
 
-    /// 8 hex digits, the same on every machine of the dealer (from the reply key).
+    /// 8 hex digits, the same on every machine of the dealer (a name of the reply key
+    /// only the dealer can compute, ``id(replyKey:dealer:)``).
     public let id: String
     public let replyKey: [UInt8]
     public let secretRow: [UInt8]
@@ -53,9 +56,12 @@ public struct EmergencyWatch: Sendable {
     /// Whether the dealer can still decide: undecided, and a holder still waits.
     public var isOpen: Bool { decision == nil && holders.contains { $0.state == .waiting } }
 
-    /// The id of the watch of the recovery with `replyKey`.
-    static func id(replyKey: [UInt8]) -> String {
-        Sodium.blake2b(outputLength: 4, key: "vault/v1/emergency-id", replyKey).hex
+    /// The id of the watch of the recovery with `replyKey`, as `dealer` names it. The
+    /// trustee chooses the reply key: a plain hash of it let the trustee make two requests
+    /// with one id, so that `vault deny ID` matched neither. Keyed by the dealer's secret,
+    /// it cannot be searched for.
+    static func id(replyKey: [UInt8], dealer: Identity) -> String {
+        dealer.privateName("vault/v1/emergency-watch-id", of: replyKey, length: 4).hex
     }
 }
 
@@ -64,13 +70,14 @@ extension Keystore {
     /// request for the dealer's secret at `secretRow`); returns the watch and whether the
     /// holder's state changed (a notice replayed changes nothing).
     public func noteEmergency(_ notice: HolderRecord.Notice, holder: KeyCard, holderLabel: String, trusteeLabel: String, secretRow: [UInt8],
-                              now: Date = Date()) throws(VaultError) -> (watch: EmergencyWatch, changed: Bool) {
+                              dealer: Identity, now: Date = Date()) throws(VaultError) -> (watch: EmergencyWatch, changed: Bool) {
         let request = notice.request
         let state: EmergencyWatch.HolderState = switch notice.state {
         case .waiting: .waiting
         case .cancelled: .cancelled
         case .denied: .denied
         case .released: .released
+        case .replaced: .replaced
         }
         return try write { db in
             let at = Int64(now.timeIntervalSince1970)
@@ -79,7 +86,7 @@ extension Keystore {
             try db.execute(sql: """
                 INSERT INTO emergency_watch (reply_key, id, secret_row, trustee, trustee_label, first_seen, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (reply_key) DO UPDATE SET expires_at = max(expires_at, excluded.expires_at)
-                """, arguments: [Data(request.replyKey), EmergencyWatch.id(replyKey: request.replyKey), Data(secretRow),
+                """, arguments: [Data(request.replyKey), EmergencyWatch.id(replyKey: request.replyKey, dealer: dealer), Data(secretRow),
                                  Data(request.requesterCard.encoded), trusteeLabel, at, until])
             // A holder's later word replaces its earlier one, but nothing ends a request that
             // ended (a "waiting" replayed after a release).

@@ -34,6 +34,9 @@ public enum HolderRecord {
         case emergencyNotice = 7
         /// A dealer's denial or approval of an emergency request (``EmergencyDecision``).
         case emergencyDecision = 8
+        /// A requester withdraws a piece request (its nonce): its recovery finished, or
+        /// ended, and the holder's person need not be asked any more.
+        case withdrawal = 9
     }
 
     /// A holder's answer to an emergency rule.
@@ -56,6 +59,9 @@ public enum HolderRecord {
         case denied = 3
         /// The piece went to the trustee (the wait ended, or the dealer approved).
         case released = 4
+        /// A newer request of the trustee's for the same share replaced it here: that one's
+        /// own notice follows.
+        case replaced = 5
     }
 
     /// A holder's notice to a secret's dealer about an emergency request: the trustee's
@@ -141,6 +147,8 @@ public enum HolderRecord {
         case roleAnswer(secretID: [UInt8], issued: UInt64, state: RoleState)
         case emergencyNotice(Notice)
         case emergencyDecision(EmergencyDecision)
+        /// `nonce` names the piece request withdrawn.
+        case withdrawal(nonce: [UInt8])
     }
 
     /// Where the part that follows a head starts in the record: a share offer's bundle, a
@@ -192,6 +200,10 @@ public enum HolderRecord {
 
     public static func emergencyDecision(_ decision: EmergencyDecision) -> [UInt8] {
         padded([version, Kind.emergencyDecision.rawValue] + decision.encoded)
+    }
+
+    public static func withdrawal(nonce: [UInt8]) -> [UInt8] {
+        padded([version, Kind.withdrawal.rawValue] + nonce)
     }
 
     private static func padded(_ record: [UInt8]) -> [UInt8] {
@@ -293,6 +305,8 @@ public enum HolderRecord {
             head = .emergencyNotice(Notice(state: state, received: received, releaseAt: releaseAt, request: request))
         case .emergencyDecision:
             head = .emergencyDecision(try EmergencyDecision(parsing: try take(EmergencyDecision.length)))
+        case .withdrawal:
+            head = .withdrawal(nonce: try take(16))
         }
         // Zeros to the padded length, and nothing after.
         let used = 2 + (HolderRecord.headLength(head) ?? 0)
@@ -318,6 +332,7 @@ public enum HolderRecord {
         case .roleAnswer: 16 + 8 + 1
         case .emergencyNotice: 1 + 8 + 8 + RelayPieceRequest.length
         case .emergencyDecision: EmergencyDecision.length
+        case .withdrawal: 16
         }
     }
 }

@@ -26,6 +26,9 @@ public struct HolderRequest: Sendable {
         case approved
         /// The wait ended.
         case released
+        /// A newer request of the same trustee for the same share took its place (its
+        /// dealer is told, as of any other end).
+        case replaced
     }
 
     /// Where it stands. Each transition is one keystore write: waiting → approved |
@@ -74,6 +77,7 @@ public struct HolderRequest: Sendable {
         case (.answered, .released), (.answered, .approved): return .released
         case (.denied, .cancelled), (.answered, .cancelled): return .cancelled
         case (.denied, .denied), (.answered, .denied): return .denied
+        case (.expired, .replaced): return .replaced
         default: return nil
         }
     }
@@ -124,8 +128,13 @@ extension Keystore {
                 return .replayed
             }
             if let secretRow, kind == .piece {
+                // An emergency wait replaced so is told to the dealer as replaced, never left
+                // to look as if it still ran (a dealer that denied the old one only would
+                // think the trustee stopped).
                 try db.execute(sql: """
-                    UPDATE holder_request SET state = 'expired'
+                    UPDATE holder_request SET state = 'expired',
+                        emergency = CASE WHEN emergency IS NULL THEN NULL ELSE 'replaced' END,
+                        told = CASE WHEN emergency IS NULL THEN told ELSE NULL END
                     WHERE peer_key = ? AND secret_row = ? AND kind = 1 AND state = 'waiting'
                     """, arguments: [Data(peer.card.agreementKey), Data(secretRow)])
             }
@@ -160,20 +169,48 @@ extension Keystore {
         try read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM holder_request WHERE nonce = ?", arguments: [Data(nonce)]) ?? 0 > 0 }
     }
 
-    /// Requests in these states, oldest first. Emergency requests whose wait ended are
-    /// released (`automatic`) first; other waiting ones whose time ran out are `expired`.
+    /// Requests in these states, oldest first. A read: nothing changes (a waiting request
+    /// whose time ran out is left out of `waiting`, and stays so until
+    /// ``lapseExpiredRequests(now:)``; an emergency wait that ended still waits until
+    /// ``releaseEndedWaits(endedBy:heardFrom:)``). Reads that changed state once let any
+    /// listing release a wait before the dealer's denial, stored on the relays, was read.
     public func holderRequests(_ states: [HolderRequest.State], now: Date = Date()) throws(VaultError) -> [HolderRequest] {
+        try read { db in
+            let marks = states.map { _ in "?" }.joined(separator: ", ")
+            return try Row.fetchAll(db, sql: """
+                SELECT * FROM holder_request WHERE state IN (\(marks)) AND (state != 'waiting' OR expires_at > ?) ORDER BY received_at, id
+                """, arguments: StatementArguments(states.map(\.rawValue) + [Int64(now.timeIntervalSince1970)])).map(HolderRequest.init)
+        }
+    }
+
+    /// The event "time ran out": waiting requests past their expiry become `expired`, to be
+    /// answered so. Emergency waits expire a day after they release, never before.
+    public func lapseExpiredRequests(now: Date = Date()) throws(VaultError) {
         try write { db in
-            // The wait is the holder's own: its clock, from when it received the request.
-            try db.execute(sql: """
-                UPDATE holder_request SET state = 'automatic', emergency = 'released'
-                WHERE state = 'waiting' AND emergency = 'waiting' AND release_at <= ?
-                """, arguments: [Int64(now.timeIntervalSince1970)])
             try db.execute(sql: "UPDATE holder_request SET state = 'expired' WHERE state = 'waiting' AND expires_at <= ?",
                            arguments: [Int64(now.timeIntervalSince1970)])
-            let marks = states.map { _ in "?" }.joined(separator: ", ")
-            return try Row.fetchAll(db, sql: "SELECT * FROM holder_request WHERE state IN (\(marks)) ORDER BY received_at, id",
-                                    arguments: StatementArguments(states.map(\.rawValue))).map(HolderRequest.init)
+        }
+    }
+
+    /// The event "the wait ended": emergency waits that ended by `cutoff` (by this holder's
+    /// clock) become `automatic`, to be released, but only those whose dealer
+    /// `heardFrom` says this holder has heard through: every message the dealer stored for
+    /// it before `cutoff` was read. The caller passes the time it began reading the relays,
+    /// so that a denial stored before the wait ended is always taken first. Returns how many
+    /// it released.
+    @discardableResult
+    public func releaseEndedWaits(endedBy cutoff: Date, heardFrom: (KeyCard) -> Bool) throws(VaultError) -> Int {
+        try write { db in
+            let due = try Row.fetchAll(db, sql: """
+                SELECT * FROM holder_request WHERE state = 'waiting' AND emergency = 'waiting' AND release_at <= ?
+                """, arguments: [Int64(cutoff.timeIntervalSince1970)]).map(HolderRequest.init)
+            var released = 0
+            for request in due where request.pieceRequest.map({ heardFrom($0.dealer) }) ?? false {
+                try db.execute(sql: "UPDATE holder_request SET state = 'automatic', emergency = 'released' WHERE id = ? AND state = 'waiting'",
+                               arguments: [request.id])
+                released += db.changesCount
+            }
+            return released
         }
     }
 
@@ -193,6 +230,22 @@ extension Keystore {
             try db.execute(sql: "UPDATE holder_request SET state = ?, emergency = CASE WHEN emergency IS NULL THEN NULL ELSE 'denied' END WHERE id = ?",
                            arguments: [approve ? "approved" : "denied", match.id])
             return match
+        }
+    }
+
+    /// The event "withdrawn": the requester says its recovery is over. A piece request of
+    /// `peerKey`'s with this nonce that waits, or was decided and not answered, is answered
+    /// with nothing (its question goes); returns it. An emergency request is left to run
+    /// (its dealer watches it, and what it releases opens a recovery that ended: nothing).
+    public func withdrawHolderRequest(nonce: [UInt8], from peerKey: [UInt8]) throws(VaultError) -> HolderRequest? {
+        try write { db in
+            guard let row = try Row.fetchOne(db, sql: """
+                SELECT * FROM holder_request WHERE nonce = ? AND peer_key = ? AND kind = 1 AND emergency IS NULL
+                    AND state IN ('waiting', 'approved', 'automatic')
+                """, arguments: [Data(nonce), Data(peerKey)]) else { return nil }
+            let request = HolderRequest(row: row)
+            try db.execute(sql: "UPDATE holder_request SET state = 'answered' WHERE id = ?", arguments: [request.id])
+            return request
         }
     }
 

@@ -176,8 +176,21 @@ extension Keystore {
     private static func end(_ row: [UInt8], _ db: Database) throws -> [String] {
         let files = try String.fetchAll(db, sql: "SELECT piece FROM recovery_ask WHERE secret_row = ? AND piece IS NOT NULL",
                                         arguments: [Data(row)])
+        // Its requests are remembered as long as one could still be answered (a request lives
+        // at most a week), so that a late answer is said to be late, not taken for a stray.
+        let now = Int64(Date().timeIntervalSince1970)
+        try db.execute(sql: "DELETE FROM recovery_ended WHERE ended_at <= ?", arguments: [now - Int64(RelayPieceRequest.maximumLifetime) - 86_400])
+        try db.execute(sql: """
+            INSERT OR REPLACE INTO recovery_ended (nonce, holder_label, ended_at) SELECT nonce, holder_label, ? FROM recovery_ask WHERE secret_row = ?
+            """, arguments: [now, Data(row)])
         try db.execute(sql: "DELETE FROM recovery WHERE secret_row = ?", arguments: [Data(row)])
         return files
+    }
+
+    /// The holder asked by a request of a recovery that has ended, by its nonce: an answer
+    /// to it is late.
+    public func endedAsk(nonce: [UInt8]) throws(VaultError) -> String? {
+        try read { db in try String.fetchOne(db, sql: "SELECT holder_label FROM recovery_ended WHERE nonce = ?", arguments: [Data(nonce)]) }
     }
 
     /// Forgets an ask whose request could not be sent (it was recorded first, so that an

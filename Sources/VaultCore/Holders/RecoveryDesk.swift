@@ -15,6 +15,8 @@ public enum RecoveryDesk {
         case emergency(EmergencyDesk.News)
         /// It was refused: the words say which check.
         case refused(String)
+        /// `label` answered a request of a recovery that has ended: nothing to do.
+        case late(label: String)
     }
 
     /// Takes a piece answer from `sender`: its head, and (released) the file and offset where
@@ -23,9 +25,12 @@ public enum RecoveryDesk {
     public static func take(answer nonce: [UInt8], outcome: HolderRecord.PieceOutcome, prefix: [UInt8]?, piece: (path: String, offset: UInt64)?,
                             from sender: KeyCard, keystore: Keystore, identity: Identity, now: Date = Date()) throws -> Taken {
         guard let (recovery, ask) = try keystore.ask(nonce: nonce) else {
+            if let label = try keystore.endedAsk(nonce: nonce) { return .late(label: label) }
             return .refused("an answer to no request under way here (one that expired, an old answer replayed, or one for another requester)")
         }
-        guard Sodium.equal(ask.holderKey, sender.agreementKey) else {
+        // The holder asked, by its whole trusted card (not its X25519 key alone, which a
+        // group record could pair with another signing key).
+        guard Sodium.equal(ask.holderKey, sender.agreementKey), try keystore.peers().contains(where: { $0.card == sender }) else {
             return .refused("an answer for \(ask.holderLabel)'s request came from another member (redirected)")
         }
         guard recovery.expires > now else { return .refused("an answer from \(ask.holderLabel) came after the recovery expired") }
@@ -98,7 +103,12 @@ public enum RecoveryDesk {
     public static func take(shareAnswer secretID: [UInt8], state: HolderRecord.ShareState, from sender: KeyCard, keystore: Keystore,
                             identity: Identity) throws -> Taken {
         let row = BundleHeader.rowID(dealer: identity.card, secretID: secretID)
-        let label = try keystore.peers().first { $0.card == sender }?.label.value ?? sender.fingerprint
+        // By the whole card: a group record may pair another member's X25519 key with its
+        // owner's own signing key, and so speak for that holder if matched by the key alone.
+        guard let peer = try keystore.peers().first(where: { $0.card == sender }) else {
+            return .refused("an answer about a share from \(sender.fingerprint), a card that is not a trusted peer's")
+        }
+        let label = peer.label.value
         let delivery: ShareDelivery.State = switch state {
         case .stored: .delivered
         case .refused: .refused

@@ -65,6 +65,20 @@ public final class Identity: @unchecked Sendable {
     /// The X25519 secret key, as the Noise static key of this machine's connections.
     public var agreementSecretKey: SecureBytes { agreementSecret }
 
+    /// A name for `data` that only this identity can compute (BLAKE2b keyed by its X25519
+    /// secret, over `domain` ‖ `data`), the same on every machine that holds it. For names
+    /// this side uses of values another side chooses: that side cannot make two of them
+    /// collide, having no key to search with.
+    public func privateName(_ domain: String, of data: [UInt8], length: Int) -> [UInt8] {
+        precondition(length >= 4 && length <= 32)
+        let message = Array(domain.utf8) + data
+        var name = [UInt8](repeating: 0, count: length)
+        agreementSecret.withUnsafeBytes { secret in
+            _ = crypto_generichash(&name, length, message, UInt64(message.count), secret.bindMemory(to: UInt8.self).baseAddress!, secret.count)
+        }
+        return name
+    }
+
     /// An Ed25519 signature over `message`.
     public func sign(_ message: [UInt8]) -> [UInt8] {
         var signature = [UInt8](repeating: 0, count: Int(crypto_sign_BYTES))

@@ -65,6 +65,11 @@ public struct Label: Hashable, Sendable, CustomStringConvertible {
 
     public var description: String { value }
 
+    /// Whether `typed` names the label `label` as the keystore compares labels (case aside).
+    public static func sameName(_ typed: String, _ label: String) -> Bool {
+        ((try? Label(typed))?.key ?? typed) == ((try? Label(label))?.key ?? label)
+    }
+
     /// A valid label made from arbitrary text (such as `user@hostname`) by replacing what
     /// the alphabet does not allow.
     static func sanitized(_ text: String) -> Label {

@@ -96,6 +96,12 @@ extension Keystore {
     /// checked when its key is unlocked. Nothing may follow the stream in `source`.
     func storeItem(_ header: ItemHeader, streamLength: UInt64, from source: inout some ByteSource, key: SecureBytes?, markNew: Bool,
                    _ db: Database, id: [UInt8]? = nil, version: ItemVersion? = nil) throws -> StoredItem {
+        // An application's object holds one value of at most Keystore.maximumAppValue bytes,
+        // whoever wrote it: another holder's change that carries more is refused before any of
+        // it is stored (its fields may add a little; the JSON is checked when an app reads it).
+        if AppObjectName(header) != nil, (SecretStream.plaintextLength(sealed: streamLength) ?? .max) > UInt64(Self.maximumAppValue + 65_536) {
+            throw VaultError.invalidAppObject("a value received is larger than the \(ByteCount.limit(UInt64(Self.maximumAppValue))) an object may have")
+        }
         let rows = try ItemRows(db: db, itemID: id ?? header.itemID)
         let check = ImportCheck(header)
         let opener = key.map { StreamOpener(key: $0, emit: check.write) }

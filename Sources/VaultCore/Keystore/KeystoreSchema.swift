@@ -535,6 +535,58 @@ enum KeystoreSchema {
                 CREATE INDEX group_refused_by_owner ON group_refused(owner);
                 """)
         }
+        // An emergency request that a newer one of the same trustee replaced, at a holder and
+        // as its dealer is told of it ('replaced'); the tables are made again for the CHECKs.
+        migrator.registerMigration("v22-emergency-replaced") { db in
+            try db.execute(sql: """
+                CREATE TABLE holder_request_new (
+                    id TEXT PRIMARY KEY CHECK (length(id) = 8),
+                    nonce BLOB NOT NULL UNIQUE CHECK (length(nonce) = 16),
+                    kind INTEGER NOT NULL CHECK (kind IN (1, 2, 3)),
+                    group_id BLOB NOT NULL CHECK (length(group_id) IN (0, 16)),
+                    peer_key BLOB NOT NULL CHECK (length(peer_key) = 32),
+                    peer_label TEXT NOT NULL,
+                    secret_row BLOB,
+                    record BLOB NOT NULL,
+                    state TEXT NOT NULL CHECK (state IN ('waiting', 'approved', 'automatic', 'denied', 'expired', 'answered')),
+                    received_at INTEGER NOT NULL,
+                    expires_at INTEGER NOT NULL,
+                    release_at INTEGER,
+                    emergency TEXT CHECK (emergency IN ('waiting', 'cancelled', 'denied', 'approved', 'released', 'replaced')),
+                    told INTEGER
+                );
+                INSERT INTO holder_request_new SELECT id, nonce, kind, group_id, peer_key, peer_label, secret_row, record, state, received_at,
+                    expires_at, release_at, emergency, told FROM holder_request;
+                DROP TABLE holder_request;
+                ALTER TABLE holder_request_new RENAME TO holder_request;
+                CREATE TABLE emergency_watch_holder_new (
+                    reply_key BLOB NOT NULL REFERENCES emergency_watch(reply_key) ON DELETE CASCADE,
+                    holder_key BLOB NOT NULL CHECK (length(holder_key) = 32),
+                    holder_label TEXT NOT NULL,
+                    state TEXT NOT NULL CHECK (state IN ('untold', 'waiting', 'cancelled', 'denied', 'released', 'replaced')),
+                    received_at INTEGER,
+                    release_at INTEGER,
+                    decision_sent INTEGER NOT NULL DEFAULT 0 CHECK (decision_sent IN (0, 1)),
+                    updated_at INTEGER NOT NULL,
+                    PRIMARY KEY (reply_key, holder_key)
+                ) WITHOUT ROWID;
+                INSERT INTO emergency_watch_holder_new SELECT reply_key, holder_key, holder_label, state, received_at, release_at, decision_sent,
+                    updated_at FROM emergency_watch_holder;
+                DROP TABLE emergency_watch_holder;
+                ALTER TABLE emergency_watch_holder_new RENAME TO emergency_watch_holder;
+                """)
+        }
+        // The requests of recoveries that ended, kept a week and a day: a holder's answer to
+        // one is late, and said so (it was said as a stray: "an answer to no request").
+        migrator.registerMigration("v23-recovery-ended") { db in
+            try db.execute(sql: """
+                CREATE TABLE recovery_ended (
+                    nonce BLOB PRIMARY KEY CHECK (length(nonce) = 16),
+                    holder_label TEXT NOT NULL,
+                    ended_at INTEGER NOT NULL
+                ) WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 

@@ -156,7 +156,10 @@ public struct GroupRecord: Equatable, Sendable {
             throw .invalidGroup("a group has 1 to \(maximumMembers) members, and this one has \(members.count)")
         }
         guard members.contains(where: { $0.card == owner }) else { throw .invalidGroup("the owner is not a member") }
-        guard Set(members.map(\.card.signingKey)).count == members.count, Set(members.map(\.label.key)).count == members.count else {
+        // Each key once: a member listed with another's X25519 key (and its own signing key)
+        // would read what is sealed to that other member and answer in its name.
+        guard Set(members.map(\.card.signingKey)).count == members.count, Set(members.map(\.card.agreementKey)).count == members.count,
+              Set(members.map(\.label.key)).count == members.count else {
             throw .invalidGroup("a member appears twice")
         }
         guard Set(relays.map(\.card.signingKey)).count == relays.count, Set(relays.map(\.name.key)).count == relays.count else {

@@ -16,16 +16,18 @@ enum HolderRun {
             Terminal.standardError(RequestWords.logLine(request))
             // Asked here when there is a terminal; otherwise it waits for 'vault approve'.
             guard Terminal.isAvailable, let yes = try? Terminal.confirm(RequestWords.question(request), details: RequestWords.warnings(request),
-                                                                         what: "consent", while: { queue.isWaiting(request.id) }) ?? nil
+                                                                         what: "consent", retype: RequestWords.confirmation(request),
+                                                                         while: { queue.isWaiting(request.id) }) ?? nil
             else { continue }
             if let decided = queue.decide(request.id, approve: yes) {
                 Terminal.standardError("\(yes ? "approved" : "denied") request \(decided.id)")
             }
         }
         for problem in report.problems { Terminal.standardError("vault: warning: \(problem)") }
+        for message in report.waitingForRecord { Terminal.standardError(HolderWords.unlisted(message)) }
         var answers = HolderReport()
-        await HolderMail.answerDecided(keystore: keystore, identity: identity, report: &answers)
-        for event in answers.events { Terminal.standardError(HolderWords.line(event)) }
+        await HolderMail.answerDecided(keystore: keystore, identity: identity, round: report.round, report: &answers)
+        for line in HolderWords.lines(answers.events) { Terminal.standardError(line) }
         for problem in answers.problems { Terminal.standardError("vault: warning: \(problem)") }
     }
 }

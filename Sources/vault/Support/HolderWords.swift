@@ -22,6 +22,10 @@ enum HolderWords {
             "'\(TerminalText.escaped(label))': share of \(secret.prefix(16)) \(state.rawValue)"
         case .answer(.refused(let words)):
             "refused \(words)"
+        case .answer(.late(let label)):
+            "'\(TerminalText.escaped(label))' answered a request of a recovery that has finished: nothing more to do"
+        case .withdrawn(let label, let request):
+            "'\(TerminalText.escaped(label))' withdrew request \(request): its recovery is over, and nothing is asked of you any more"
         case .emergencyWait(let request):
             RequestWords.logLine(request)
         case .ruleTaken(let label, let secret, .off):
@@ -46,6 +50,31 @@ enum HolderWords {
     }
 }
 
+extension HolderWords {
+    /// The lines of `events`, each as ``line(_:)`` says it, but a dealer's decision sent to
+    /// several holders is one line naming them all.
+    static func lines(_ events: [HolderReport.Event]) -> [String] {
+        var lines: [String] = [], told: [String: [String]] = [:], order: [String] = []
+        for event in events {
+            guard case .decisionSent(let holder, let trustee, let approves) = event else {
+                lines.append(line(event))
+                continue
+            }
+            let said = "that you \(approves ? "approved" : "denied") \(TerminalText.escaped(trustee))'s emergency access"
+            if told[said] == nil { order.append(said) }
+            let name = "'\(TerminalText.escaped(holder))'"
+            if !(told[said]?.contains(name) ?? false) { told[said, default: []].append(name) }
+        }
+        return lines + order.map { "told \(told[$0]!.joined(separator: ", ")) \($0)" }
+    }
+
+    /// A holder message whose sender the record of its group held here does not name yet.
+    static func unlisted(_ message: HolderReport.Unlisted) -> String {
+        "a holder message in \(TerminalText.escaped(message.group)) from \(message.sender), whom this machine's record of the group "
+            + "does not list yet: left on the relays, and taken once a newer record of the group names its sender"
+    }
+}
+
 /// Emergency access as its dealer reads it.
 enum EmergencyText {
     /// What a dealer's decision did.
@@ -64,6 +93,7 @@ enum EmergencyText {
         case .cancelled: "cancelled \(trustee)'s emergency request \(news.watch.id), as you denied"
         case .denied: "refused \(trustee)'s emergency request \(news.watch.id) itself"
         case .released: "released its piece to \(trustee) (emergency request \(news.watch.id))"
+        case .replaced: "\(trustee) asked again: emergency request \(news.watch.id) was replaced by a newer one, which waits from its own start"
         }
     }
 }

@@ -49,7 +49,7 @@ struct KeyRecoveryOptions: ParsableArguments {
             try recoverer.combineKey(secret, pieceFiles: gathered.map(\.path) + outcome.pieces, replyKeys: [outcome.remote.replyKey],
                                      password: keyPassword(for: holding))
         }
-        outcome.remote.end()
+        await outcome.remote.complete()
         return key
     }
 }

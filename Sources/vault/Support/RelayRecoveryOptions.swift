@@ -49,6 +49,12 @@ struct RelayRecoveryOptions: ParsableArguments {
             return RecoveryTarget(own: own, dealer: own.header.dealer, secretID: own.header.secretID)
         }
         guard let id = [UInt8](hexID: text.lowercased()) else {
+            // A name or short id of a secret held here: --dealer and --from are not for it.
+            if let held = try? keystore.secret(matching: text) {
+                throw CLIError.unavailable("you hold a share of \(TerminalText.escaped(text)) (\(held.header.secretIDHex.prefix(16))): "
+                                           + "--dealer and --from are for a secret you hold no share of",
+                                           hint: "'vault recover \(ShellWord.quoted(text))' asks its holders with your share")
+            }
             throw CLIError.unavailable("a secret you hold no share of is named by its whole id: 32 hex digits",
                                        hint: "a holder's 'vault secrets show NAME' prints it")
         }
@@ -76,7 +82,10 @@ struct RelayRecoveryOptions: ParsableArguments {
     /// Asks, through relays, each holder not asked before, takes what arrived, and, with
     /// --wait, waits for enough pieces; otherwise, without enough, stops saying how to come
     /// back. `lanPieces` came over the LAN already, from holders who are not asked again.
-    func recover(_ target: RecoveryTarget, lanPieces: [String], keystore: Keystore, identity: Identity, timeout: Int?) async throws -> Outcome {
+    /// `rerunWith` are the caller's own options that a hint's command to run again keeps.
+    func recover(_ target: RecoveryTarget, lanPieces: [String], keystore: Keystore, identity: Identity, timeout: Int?,
+                 rerunWith: [String] = []) async throws -> Outcome {
+        let again = { (target: RecoveryTarget) in self.again(target) + rerunWith.map { " " + ShellWord.quoted($0) }.joined() }
         let answered = Set(lanPieces.compactMap(ReleasedPiece.claimedSender(ofFile:)))
         let lanPieces = answered.count
         if restart, let running = try keystore.recovery(dealer: target.dealer, secretID: target.secretID) { try keystore.endRecovery(running) }

@@ -29,7 +29,11 @@ enum Terminal {
     /// requests, approved from another shell): `stillOpen` is checked while the question
     /// waits, and once it is false the question is withdrawn and nil returned. A question
     /// left standing would take the next answer typed, meant for the next question.
-    static func confirm(_ question: String, details: [String] = [], what: String, while stillOpen: () -> Bool) throws -> Bool? {
+    /// With `retype`, a yes counts only once the person also types that word (a label) at a
+    /// second prompt: for a release that a reflexive "y" must not give away. Nil when the
+    /// question was answered elsewhere, or the word typed was not that one.
+    static func confirm(_ question: String, details: [String] = [], what: String, retype: String? = nil,
+                        while stillOpen: () -> Bool) throws -> Bool? {
         guard let tty = TTY() else { throw CLIError.confirmationRequired(what: what) }
         // One question at a time in this process (vault serve may have several to ask), and
         // nothing typed before the question answers it: a "y" meant for one question must
@@ -44,7 +48,19 @@ enum Terminal {
                 return nil
             }
             let word = answer.trimmingCharacters(in: .whitespaces).lowercased()
-            return word == "y" || word == "yes"
+            guard word == "y" || word == "yes" else { return false }
+            guard let retype else { return true }
+            tty.write("Type '\(TerminalText.escaped(retype))' to confirm: ")
+            guard let typed = tty.readLine(while: stillOpen) else {
+                tty.write("(answered elsewhere)\n")
+                return nil
+            }
+            // A slip of the keyboard decides nothing either way: the request still waits.
+            guard Label.sameName(typed.trimmingCharacters(in: .whitespaces), retype) else {
+                tty.write("Not confirmed: that is not '\(TerminalText.escaped(retype))'; it still waits ('vault approve' or 'vault deny').\n")
+                return nil
+            }
+            return true
         } }
     }
 

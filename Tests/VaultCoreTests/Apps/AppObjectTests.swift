@@ -144,4 +144,22 @@ import VaultTestSupport
         #expect(last.kind == .put && last.isLocal && last.name.id == "milk")
         #expect(try trio.text(0, milk.item.id) == "5")
     }
+
+    /// Security review L3: another holder's value was bounded only where it was written.
+    /// Here a stream that could hold more than an object may is refused before any of it is
+    /// stored, whatever key opens it; a smaller one is taken.
+    @Test func aReceivedValueIsBoundedAndChecked() throws {
+        let trio = try SyncTrio()
+        let name = try AppObjectName(app: "shop", type: "item", id: "huge")
+        let header = try trio.keystores[1].appHeader(for: name, keyID: trio.keyID)
+        let sealed = UInt64(Keystore.maximumAppValue + 200_000)
+        var source = BytesSource([UInt8](repeating: 0, count: Int(sealed)))
+        #expect(throws: VaultError.invalidAppObject("a value received is larger than the 1 MiB an object may have")) {
+            try trio.keystores[1].importItem(header, streamLength: sealed, from: &source, key: trio.itemKey(header))
+        }
+        #expect(try trio.keystores[1].item(id: header.itemID) == nil)
+        try Self.put(trio, 0, try AppObjectName(app: "shop", type: "item", id: "fits"), #"{"quantity":1}"#)
+        try trio.deliver(0, to: 1)
+        #expect(try Self.value(trio, 1, try AppObjectName(app: "shop", type: "item", id: "fits")) == #"{"quantity":1}"#)
+    }
 }

@@ -141,4 +141,20 @@ import VaultTestSupport
         #expect(noServe.status == 1 && noServe.stderr.contains("no 'vault serve' runs for this keystore")
                 && noServe.stderr.contains("start 'vault serve'"), "\(noServe.stderr)")
     }
+
+    /// Security review L3: a value given as an argument was in `/proc/PID/cmdline`, which
+    /// every local user reads, for as long as the command ran (here: while it waits for the
+    /// passphrase). It is taken out as the command starts.
+    @Test func aValueGivenAsAnArgumentLeavesTheProcessList() throws {
+        let user = User()
+        let words = try user.directory.write("words", Array("a long and careful passphrase\n".utf8))
+        try user.initialize("alice", "--passphrase-file", words)
+        let value = #"{"pin":"4711-secret"}"#
+        let session = try user.vault.interactive("app", "put", "shopping-list", "item", "milk", value, "--key", "family")
+        try session.expect("Passphrase for alice: ")
+        let arguments = String(decoding: try Data(contentsOf: URL(fileURLWithPath: "/proc/\(session.processID)/cmdline")), as: UTF8.self)
+        #expect(arguments.contains("shopping-list") && !arguments.contains("4711-secret"), "\(arguments)")
+        session.signal(SIGTERM)
+        _ = session.finish()
+    }
 }

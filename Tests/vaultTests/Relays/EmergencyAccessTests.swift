@@ -212,7 +212,7 @@ extension HoldersWorld {
         #expect(recovery.stderr.contains("bob: piece received"), "\(recovery.stderr)")
         #expect(!recovery.stdout.contains("passport 123"))
         let atCarol = try w["carol"].ok("requests")
-        #expect(atCarol.contains("'dave' asks for piece 3") && atCarol.contains("[holds no share]"), "\(atCarol)")
+        #expect(atCarol.contains("'dave' asks for piece 3 of alice's note") && atCarol.contains("[holds no share; not alice's card]"), "\(atCarol)")
         #expect(try w["bob"].ok("secrets", "show", id).contains("dave (index 0)  released after the emergency wait"))
         let shown = try w["carol"].ok("secrets", "show", id)
         #expect(shown.contains("dave (index 0)  emergency role declined"), "\(shown)")

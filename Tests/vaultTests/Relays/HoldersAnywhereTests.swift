@@ -14,17 +14,27 @@ final class HoldersWorld {
     var urls: [String] = []
     var users: [String: User] = [:]
     var serves: [String: BackgroundProcess] = [:]
+    /// With `inCities`: the relays' namespace, and one namespace a person, joined to the
+    /// relays only (``NetworkNamespace/star(hosts:)``): no LAN between anyone.
+    let cities: (servers: NetworkNamespace, hosts: [NetworkNamespace])?
 
-    /// `members` trust each other and are in `owner`'s group "friends" on the three relays.
-    init(_ members: [String], owner: String = "alice") throws {
+    /// `members` trust each other and are in `owner`'s group "friends" on the three relays
+    /// (with `group` false, in no group yet). `inCities` puts each person in a network
+    /// namespace of its own, with the relays (on the namespaces' internet, admitting any
+    /// owner) as the only way between them.
+    init(_ members: [String], owner: String = "alice", group: Bool = true, inCities: Bool = false) throws {
+        cities = inCities ? try NetworkNamespace.star(hosts: members.count + 2) : nil
         for i in 1...3 {
-            let relay = try BackgroundProcess(VaultBinary.path, ["relay", "serve", "--listen", "127.0.0.1:0", "--sweep-interval", "3600",
-                                                                 "--store", "sqlite:" + directory.file("r\(i).db")],
-                                              environment: [:], logPath: directory.file("r\(i).log"))
+            var arguments = ["relay", "serve", "--listen", inCities ? NetworkNamespace.serverAddress + ":0" : "127.0.0.1:0", "--sweep-interval", "3600",
+                             "--store", "sqlite:" + directory.file("r\(i).db")]
+            if inCities { arguments += ["--group-owners", "anyone"] }
+            let (executable, all) = cities.map { $0.servers.wrap(VaultBinary.path, arguments) } ?? (VaultBinary.path, arguments)
+            let relay = try BackgroundProcess(executable, all, environment: [:], logPath: directory.file("r\(i).log"))
             urls.append(try relay.waitFor("listening on (http://[0-9.:]+)"))
             relays.append(relay)
         }
         for label in members { try add(label) }
+        guard group else { return }
         try self[owner].ok(["group", "create", "friends", "--relays", "r1,r2,r3", "--members", members.filter { $0 != owner }.joined(separator: ",")])
         for label in members where label != owner { try self[label].ok("receive") }
     }
@@ -38,7 +48,9 @@ final class HoldersWorld {
 
     /// A new person who trusts, and is trusted by, everyone here, and pins the relays.
     func add(_ label: String) throws {
-        let user = try User(label).initialize(label)
+        let user = User(label)
+        if let cities { user.vault.launcher = cities.hosts[users.count].wrap }
+        _ = try user.initialize(label)
         for (other, known) in users {
             try user.ok("peer", "add", try known.card(), "--label", other, "--yes")
             try known.ok("peer", "add", try user.card(), "--label", label, "--yes")
@@ -261,10 +273,28 @@ final class HoldersWorld {
         #expect(asked.stderr.contains("vault: hint: run 'vault recover \(id) --dealer \(dealer) --from bob,carol' again once they answer"), "\(asked.stderr)")
         let recovery = try w["alice-new"].vault.background(["recover", id, "--dealer", dealer, "--from", "bob,carol",
                                                            "--wait", "--timeout", "60"], log: w.directory.file("social.log"))
-        try serve.expect("holds no share of this secret: approve only if you are sure this is its owner")
+        // Whose secret it is, that the card asking is not its dealer's, both fingerprints; a
+        // yes counts only with the dealer's label typed after it (a slip leaves it waiting).
+        try serve.expect("'alice-new' asks for piece 3 of alice's note \(id.prefix(16)) (boat), relays of rescue [holds no share; not alice's card]")
+        try serve.expect("'alice-new' holds no share of alice's secret and is not alice's card: it claims to be alice's new machine")
+        let newFingerprint = try KeyCard(text: try w["alice-new"].card()).fingerprint, oldFingerprint = try KeyCard(text: dealer).fingerprint
+        try serve.expect("fingerprints: 'alice-new' \(newFingerprint); alice \(oldFingerprint)")
         try serve.expect("? [y/N] ")
         serve.send("y")
-        try w["bob"].ok("approve", try w.request(at: "bob", from: "alice-new"))
+        try serve.expect("Type 'alice' to confirm: ")
+        serve.send("alice")
+        let bobs = try w.request(at: "bob", from: "alice-new")
+        let unconfirmed = try w["bob"].fails("approve", bobs)
+        #expect(unconfirmed.contains("vault: error: request \(bobs) is from someone who holds no share: approving it needs the dealer's label as well"),
+                "\(unconfirmed)")
+        #expect(unconfirmed.contains("vault: hint: check it face to face, then add --confirm-dealer alice"), "\(unconfirmed)")
+        let wrongLabel = try w["bob"].fails("approve", bobs, "--confirm-dealer", "carol")
+        #expect(wrongLabel.contains("vault: error: 'carol' is not 'alice', the secret's dealer: nothing approved"), "\(wrongLabel)")
+        let listed = try #require(try JSONSerialization.jsonObject(with: Data(try w["bob"].ok("requests", "--json").utf8)) as? [[String: Any]])
+        let entry = try #require(listed.first { $0["id"] as? String == bobs })
+        #expect(entry["dealer"] as? String == "alice" && entry["dealerFingerprint"] as? String == oldFingerprint
+                && entry["peerFingerprint"] as? String == newFingerprint && entry["holdsNoShare"] as? Bool == true, "\(entry)")
+        try w["bob"].ok("approve", bobs, "--confirm-dealer", "alice")
         #expect(recovery.wait() == 0, "\(recovery.log)")
         #expect(recovery.log.contains("recovered note \(id.prefix(16)) from pieces 2, 3"), "\(recovery.log)")
         #expect(try w["carol"].ok("secrets", "show", id).contains("alice-new (index 0)  approved"))

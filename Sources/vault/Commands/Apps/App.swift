@@ -56,7 +56,8 @@ struct AppPut: AsyncParsableCommand {
     @Argument(help: ArgumentHelp("The object's id (any text without control characters, at most 128 bytes).", valueName: "id"))
     var id: String
 
-    @Argument(help: ArgumentHelp("The value as JSON, or - for standard input (the default).", valueName: "json"))
+    @Argument(help: ArgumentHelp("The value as JSON, or - for standard input (the default, and the way to keep it out of the process list).",
+                                 valueName: "json"))
     var value: String = "-"
 
     @Flag(help: "Do not send it now.")
@@ -66,6 +67,9 @@ struct AppPut: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
+        // A value given as an argument is in /proc/PID/cmdline for every local user to read:
+        // taken out at once (standard input, the default, keeps it out of it altogether).
+        if value != "-" { ArgumentHiding.hide(value) }
         let json = try value == "-" ? AppInput.standardInput() : AppInput.checked(Data(value.utf8))
         let keystore = try home.openKeystore()
         let store = try await target.open(keystore, identity: try keys.unlock(keystore))

@@ -141,6 +141,8 @@ struct RelayServe: AsyncParsableCommand {
             + "\(ByteCount.limit(configuration.totalQuota)) in all; links up to \(ByteCount.limit(configuration.maximumLink)), "
             + "\(ByteCount.limit(configuration.linkQuota)) in all"
         let location = configuration.store
+        let host = configuration.host
+        let plainBeyondLoopback = configuration.tls == nil && !(host.hasPrefix("127.") || host == "::1" || host == "localhost")
         try await RelayServer.run(configuration) { listening in
             print("vault relay: listening on \(listening.url)")
             print("card         \(listening.card.text)")
@@ -150,7 +152,18 @@ struct RelayServe: AsyncParsableCommand {
             print("connections  \(listening.connections) at most, \(perAddress) an address (open files: \(listening.files))")
             fflush(stdout)
             if case .sqlite(let path) = location { Self.warnIfReadableByOthers(path) }
+            if plainBeyondLoopback { Self.warnPlainHTTP(host) }
         }
+        Terminal.standardError("vault relay: stopped")
+    }
+
+    /// Beyond loopback without TLS: what travels is signed and sealed, but the network sees
+    /// who talks to the relay, when and how much, and could hold requests back; said at
+    /// start, with what to do.
+    static func warnPlainHTTP(_ host: String) {
+        Terminal.standardError("vault: warning: serving plain HTTP on \(host), beyond this machine: messages stay sealed and signed, "
+                               + "but the network sees who talks to the relay, when and how much")
+        Terminal.standardError("vault: hint: give --tls-cert and --tls-key, or put a TLS proxy in front and listen on 127.0.0.1")
     }
 
     /// A store file the relay made is 0600; one that already existed keeps its mode (an

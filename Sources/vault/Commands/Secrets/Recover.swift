@@ -91,7 +91,11 @@ struct Recover: AsyncParsableCommand {
         var header = own?.header
         var relayed: [String] = []
         if pieces.isEmpty, needed.map({ gathered.count < $0 }) ?? true, try !keystore.groups().isEmpty || own == nil {
-            let recovery = try await relays.recover(target, lanPieces: gathered.map(\.path), keystore: keystore, identity: identity, timeout: timeout)
+            // The command a hint gives to run again keeps where the secret goes: without -o, a
+            // file on a terminal is refused.
+            let keep = (output.map { ["-o", $0] } ?? []) + (save ? ["--save"] : []) + (passwordFile.map { ["--password-file", $0] } ?? [])
+            let recovery = try await relays.recover(target, lanPieces: gathered.map(\.path), keystore: keystore, identity: identity, timeout: timeout,
+                                                    rerunWith: keep)
             (remote, relayed, header) = (recovery.remote, recovery.pieces, recovery.header)
         }
         guard let header else { throw VaultError.tooFewPieces(have: 0, need: 0, missing: []) }
@@ -151,7 +155,7 @@ struct Recover: AsyncParsableCommand {
         try presenter.finish()
         try destination.file?.commit()
         ProgressLine.end()
-        remote?.end()
+        await remote?.complete()
         for line in PlaintextPresenter.fieldLines(result.metadata) { Terminal.standardError(line) }
         let used = result.pieces.filter { $0.problem == nil }.compactMap(\.index).prefix(header.threshold)
         Terminal.standardError("recovered \(type) \(id) from pieces \(used.map(String.init).joined(separator: ", "))"

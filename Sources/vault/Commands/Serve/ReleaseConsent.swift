@@ -31,7 +31,7 @@ enum ReleaseConsent {
             let open = { queue.waiting().contains { $0.id == request.id } }
             let answer = try? Terminal.confirm(RequestWords.question(request), details: RequestWords.warnings(request),
                                                what: request.kind == "share" ? "storing a share" : request.kind == "role" ? "taking the role" : "releasing a piece",
-                                               while: open)
+                                               retype: RequestWords.confirmation(request), while: open)
             guard let yes = answer ?? nil else { return }
             if queue.decide(request.id, approve: yes) != nil {
                 Terminal.standardError("vault serve: \(yes ? "approved" : "denied") request \(request.id)")
@@ -90,8 +90,14 @@ enum RequestWords {
             return "\(name(request.trustee ?? request.peer)) asks for emergency access to \(secret(request))"
                 + (through.isEmpty ? "" : " through \(through)") + "; released on \(DateWords.release(request.releaseAt)) unless you deny"
         default:
-            return "\(peer) asks for piece \(request.holder) of \(request.type) \(request.secretID.prefix(16))\(about)\(via)"
-                + (request.holdsNoShare ? " [holds no share]" : "")
+            // A requester that holds no share is someone else than the secret's dealer
+            // claiming to be its new machine: whose secret it is must be said.
+            guard request.holdsNoShare else {
+                return "\(peer) asks for piece \(request.holder) of \(request.type) \(request.secretID.prefix(16))\(about)\(via)"
+            }
+            let dealer = name(request.dealer)
+            return "\(peer) asks for piece \(request.holder) of \(dealer)'s \(request.type) \(request.secretID.prefix(16))\(about)\(via) "
+                + "[holds no share; not \(dealer)'s card]"
         }
     }
 
@@ -110,11 +116,21 @@ enum RequestWords {
         }
     }
 
-    /// What must be said before asking: a requester that holds no share proves nothing.
+    /// What must be said before asking: a requester that holds no share proves nothing, and
+    /// is not the card that dealt the secret.
     static func warnings(_ request: ReleaseApprovals.Request) -> [String] {
         guard request.holdsNoShare, request.kind == "piece" else { return [] }
-        return ["vault: warning: '\(TerminalText.escaped(request.peer))' holds no share of this secret: "
-                + "approve only if you are sure this is its owner (a new machine, cards exchanged face to face)"]
+        let peer = "'\(TerminalText.escaped(request.peer))'", dealer = name(request.dealer)
+        return ["vault: warning: \(peer) holds no share of \(dealer)'s secret and is not \(dealer)'s card: it claims to be \(dealer)'s new machine",
+                "vault: warning: fingerprints: \(peer) \(request.peerFingerprint ?? "?"); \(dealer) \(request.dealerFingerprint ?? "?")",
+                "vault: warning: approve only if you checked face to face that \(peer) is \(dealer)'s (a new machine, its card exchanged in person)"]
+    }
+
+    /// What the person must type after a yes, for a request that holds no share: the
+    /// dealer's label (a second, deliberate step; a reflexive "y" releases nothing).
+    static func confirmation(_ request: ReleaseApprovals.Request) -> String? {
+        guard request.holdsNoShare, request.kind == "piece" else { return nil }
+        return request.dealer ?? request.dealerFingerprint
     }
 
     /// Whether a request is put to its person as a question: an emergency request is

@@ -101,11 +101,13 @@ struct Serve: AsyncParsableCommand {
         // The relays of the user's groups: share offers, piece requests and answers as they
         // come, and the answers of what is decided here.
         let watch = HolderWatch(keystore: keystore, identity: identity) { pass in
+            for name in pass.groups { Terminal.standardError("vault serve: accepted group '\(TerminalText.escaped(name))'") }
+            for message in pass.waitingForRecord { Terminal.standardError("vault serve: " + HolderWords.unlisted(message)) }
+            var said: [HolderReport.Event] = []
             for event in pass.events {
-                if case .queued(let request) = event { ReleaseConsent.ask(request, queue: queue) } else {
-                    Terminal.standardError("vault serve: " + HolderWords.line(event))
-                }
+                if case .queued(let request) = event { ReleaseConsent.ask(request, queue: queue) } else { said.append(event) }
             }
+            for line in HolderWords.lines(said) { Terminal.standardError("vault serve: " + line) }
             for problem in pass.problems { Terminal.standardError("vault serve: \(problem)") }
         }
         queue.onRelayDecision { watch.wake() }
