@@ -58,6 +58,9 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
     case wrongPIN(triesLeft: Int?, lockoutSeconds: Int?)
     /// The TPM is in dictionary-attack lockout; one try comes back within `seconds`.
     case tpmLockedOut(seconds: Int?)
+    /// The TPM refuses every lockout authorization for `seconds` (0: until it restarts) after
+    /// a wrong one, so vault cannot give the lockout hierarchy back now.
+    case tpmLockoutAuthorizationRefused(seconds: Int?)
     /// The PCRs the keys are bound to changed since they were sealed.
     case tpmPCRsChanged([Int])
     /// The keys are sealed with a PIN and none was given.
@@ -214,6 +217,10 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
             }
         case .tpmLockedOut(let seconds):
             "the TPM is locked out after too many wrong PINs" + (seconds.map { $0 > 0 ? ": it takes a PIN again within \(DurationText.text(UInt64($0)))" : ": until its owner resets the lockout" } ?? "")
+        case .tpmLockoutAuthorizationRefused(let seconds):
+            "the TPM refuses its lockout authorization after a wrong one was tried"
+                + (seconds.map { $0 > 0 ? ", for up to \(DurationText.text(UInt64($0)))" : ", until the machine restarts" } ?? " for a while")
+                + ", so vault cannot give the lockout hierarchy back yet"
         case .tpmPCRsChanged(let pcrs):
             "the boot state changed since the keys were sealed (PCR \(PCRSelection(mask: pcrs.reduce(0) { $0 | 1 << UInt32($1) })) differs): the TPM will not unseal them"
         case .pinRequired: "the private keys are sealed by the TPM with a PIN and none was given"

@@ -164,6 +164,8 @@ enum Report {
             "wait, then try again; every wrong PIN counts, and the TPM forgets them one at a time"
         case .tpmLockedOut:
             "wait, then try again; whoever holds the TPM's lockout authorization can reset it ('tpm2_dictionarylockout --clear-lockout')"
+        case .tpmLockoutAuthorizationRefused:
+            "wait, then run the command again: the keys keep their protection, and the TPM's lockout hierarchy vault's authorization, until it can be given back"
         case .tpmPCRsChanged:
             "after an expected update (firmware, Secure Boot, boot loader), these keys are lost: make a new identity and recover your secrets through their holders (Docs/SECURITY.md, 'Keys bound to this machine'); otherwise find out who changed how this machine boots"
         case .tpmOwnerPassword:
