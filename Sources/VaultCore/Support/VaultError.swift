@@ -18,6 +18,9 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
     case identityExists(path: String)
     /// `init --force` would replace keys that stored shares are sealed to.
     case identityHoldsShares(count: Int)
+    /// `init --force` would forget the TPM's lockout authorization, sealed under the current
+    /// identity's PIN.
+    case identityHoldsTPMLockout
     /// The keystore was written by a newer vault with a schema this build does not know.
     case keystoreTooNew(path: String)
     /// The keystore's content contradicts itself (for example keys that do not match the card).
@@ -193,6 +196,8 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
         case .identityExists(let path): "an identity already exists in \(path)"
         case .identityHoldsShares(let count):
             "the keystore holds \(count) share\(count == 1 ? "" : "s") sealed to the current identity; a new identity could never open \(count == 1 ? "it" : "them")"
+        case .identityHoldsTPMLockout:
+            "the keystore holds the TPM's lockout authorization, sealed under the current identity's PIN; a new identity would lose it for good"
         case .keystoreTooNew(let path): "the keystore at \(path) was written by a newer vault"
         case .keystoreCorrupt(let detail): "the keystore is corrupt: \(detail)"
         case .storage(let message): message
