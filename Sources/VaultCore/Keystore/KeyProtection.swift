@@ -93,12 +93,13 @@ public enum TPMLockoutChange: Sendable, Equatable {
     case notTaken(VaultError)
 }
 
-/// The rules of a new PIN: the TPM's lockout, not its length, stops guessing; still, fewer
-/// than 4 characters is too few tries for a thief who has the machine, and a PIN is typed,
-/// so it is a line of text.
+/// The rules of a new PIN: the TPM's lockout, not its length, stops guessing; still, the
+/// lockout forgets a failure every interval (2 hours on many PCs, after 32 tries), so a
+/// thief who keeps the machine a month gets some 400 tries: 4% of the 4-digit PINs, 0.04%
+/// of the 6-digit ones (security review M1). A PIN is typed, so it is a line of text.
 public enum PINRules {
     /// The fewest characters a new PIN may have.
-    public static let shortest = 4
+    public static let shortest = 6
     /// The most bytes a PIN may have.
     public static let longest = 1024
 

@@ -168,6 +168,10 @@ enum Report {
             "wait, then try again; a lockout authorization the machine's owner set (not one vault keeps) resets it ('tpm2_dictionarylockout --clear-lockout --auth=…')"
         case .tpmLockoutAuthorizationRefused:
             "wait, then run the command again: the keys keep their protection, and the TPM's lockout hierarchy vault's authorization, until it can be given back"
+        case .invalidPIN(let detail) where detail.hasPrefix("a PIN has at least"):
+            "choose a longer PIN: a thief gets only the TPM's few tries, and each character more makes them worth less (letters may be used as well as digits)"
+        case .invalidPIN:
+            "choose a shorter PIN: it is typed, and 6 to 20 characters are plenty against the TPM's few tries"
         case .tpmPCRsChanged:
             "after an expected update (firmware, Secure Boot, boot loader), these keys are lost: make a new identity and recover your secrets through their holders (Docs/SECURITY.md, 'Keys bound to this machine'); otherwise find out who changed how this machine boots"
         case .tpmOwnerPassword:

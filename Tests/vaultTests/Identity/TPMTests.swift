@@ -277,6 +277,24 @@ import VaultTestSupport
         #expect(try Self.protection(bob) == "none")
     }
 
+    /// A new PIN has at least 6 characters: fewer is refused in words, with a hint, before
+    /// anything is sealed or stored.
+    @Test func aPINHasAtLeastSixCharacters() throws {
+        let tpm = try SoftwareTPM()
+        let (alice, pin) = try Self.user("alice", on: tpm)
+        let short = try alice.directory.write("short", Data("12345\n".utf8))
+        let refused = try alice.vault.run(["init", "--label", "alice", "--tpm", "--pin-file", short])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("vault: error: invalid PIN: a PIN has at least 6 characters"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("vault: hint: choose a longer PIN"), "\(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: alice.vault.home + "/vault.sqlite"))
+        #expect(try !tpm.lockoutAuthorizationIsSet())
+        try alice.initialize("alice")
+        let again = try alice.fails("passphrase", "--tpm", "--new-pin-file", short)
+        #expect(again.contains("vault: error: invalid PIN: a PIN has at least 6 characters"), "\(again)")
+        try alice.ok("passphrase", "--tpm", "--new-pin-file", pin)
+    }
+
     /// Keys bound to PCR 7 open while it holds its value, and not once something extends
     /// it: the error names the PCR that changed (not PCR 0, which did not).
     @Test func aPCRChangeLocksTheKeys() throws {
@@ -474,7 +492,7 @@ import VaultTestSupport
         let short = try alice.directory.write("short", Data("123\n".utf8))
         alice.vault.environment["VAULT_TPM"] = nil
         let refused = try alice.vault.run(["init", "--label", "alice", "--tpm", "--pin-file", short])
-        #expect(refused.stderr.contains("vault: error: invalid PIN: a PIN has at least 4 characters"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("vault: error: invalid PIN: a PIN has at least 6 characters"), "\(refused.stderr)")
     }
 
     /// The binary does not link tpm2-tss: without it, vault runs, and only --tpm says the

@@ -10,13 +10,14 @@ struct Init: ParsableCommand {
             with --passphrase-file). --no-passphrase stores them unprotected: whoever copies the \
             keystore can then act as you, and collect what your peers release to you. \
             --tpm seals them by this machine's TPM 2.0 instead (VAULT_TPM names another than \
-            /dev/tpmrm0): a copy of the keystore opens on no other machine. A PIN is asked \
-            twice (--pin-file reads it, --no-pin goes without); the TPM checks it and locks out \
-            after a few wrong ones, and so that nobody can reset that limit, vault gives the \
-            TPM's lockout hierarchy a random authorization it keeps sealed with the keys (one \
-            the machine's owner set is left as it is). A passphrase is then needed as well only \
-            with --passphrase or --passphrase-file. --tpm-pcrs binds the keys to the boot state: \
-            see 'Keys bound to this machine' in Docs/CLI.md before using it.
+            /dev/tpmrm0): a copy of the keystore opens on no other machine. A PIN of at least 6 \
+            characters is asked twice (--pin-file reads it, --no-pin goes without); the TPM \
+            checks it and locks out after a few wrong ones, and so that nobody can reset that \
+            limit, vault gives the TPM's lockout hierarchy a random authorization it keeps \
+            sealed with the keys (one the machine's owner set is left as it is). A passphrase \
+            is then needed as well only with --passphrase or --passphrase-file. --tpm-pcrs \
+            binds the keys to the boot state: see 'Keys bound to this machine' in Docs/CLI.md \
+            before using it.
             """)
 
     @OptionGroup var home: HomeOption
