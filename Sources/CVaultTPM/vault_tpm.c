@@ -19,7 +19,7 @@
     X(Esys_Load) X(Esys_Unseal) X(Esys_FlushContext) X(Esys_TR_SetAuth) X(Esys_TR_GetName) \
     X(Esys_StartAuthSession) X(Esys_TRSess_SetAttributes) X(Esys_PolicyPCR)                \
     X(Esys_PolicyAuthValue) X(Esys_PolicyGetDigest) X(Esys_GetCapability) X(Esys_PCR_Read)     \
-    X(Esys_GetSysContext)
+    X(Esys_GetSysContext) X(Esys_HierarchyChangeAuth)
 #define TCTILDR_FUNCTIONS(X) X(Tss2_TctiLdr_Initialize) X(Tss2_TctiLdr_Finalize)
 #define SYS_FUNCTIONS(X) X(Tss2_Sys_GetRpBuffer)
 #define MU_FUNCTIONS(X)                                                       \
@@ -97,8 +97,9 @@ static TSS2_RC tpm_code(TSS2_RC rc) {
     return (rc & TPM2_RC_FMT1) ? (rc & (TPM2_RC_FMT1 | 0x3F)) : (rc & 0xFFF);
 }
 
-// A failed authorization of the sealed object: the PIN, the policy, or lockout.
-static vault_tpm_status unseal_failure(TSS2_RC rc, const char *step) {
+// A failed authorization: of the sealed object (the PIN, the policy, or lockout), or of the
+// lockout hierarchy (its value, or its own lockout after a wrong one).
+static vault_tpm_status authorization_failure(TSS2_RC rc, const char *step) {
     switch (tpm_code(rc)) {
     case TPM2_RC_AUTH_FAIL:
     case TPM2_RC_BAD_AUTH: return failure(VAULT_TPM_AUTH_FAIL, rc, step);
@@ -461,7 +462,7 @@ vault_tpm_status vault_tpm_unseal(vault_tpm *tpm, const uint8_t *parent_name,
         rc = tss.Esys_Unseal(tpm->context, object, session, ESYS_TR_NONE, ESYS_TR_NONE, &data);
         wipe_response(tpm, sizeof(TPM2B_SENSITIVE_DATA));
         if (rc != TSS2_RC_SUCCESS) {
-            status = unseal_failure(rc, "TPM2_Unseal");
+            status = authorization_failure(rc, "TPM2_Unseal");
         } else {
             if (data->size <= *secret_length) {
                 memcpy(secret, data->buffer, data->size);
@@ -503,9 +504,11 @@ vault_tpm_status vault_tpm_lockout(vault_tpm *tpm, vault_tpm_lockout_state *stat
     vault_tpm_status status = properties(tpm, TPM2_PT_PERMANENT, 1, &list);
     if (status.outcome != VAULT_TPM_OK) return status;
     memset(state, 0, sizeof *state);
-    for (UINT32 i = 0; i < list->count; i++)
-        if (list->tpmProperty[i].property == TPM2_PT_PERMANENT)
-            state->in_lockout = (list->tpmProperty[i].value & TPMA_PERMANENT_INLOCKOUT) != 0;
+    for (UINT32 i = 0; i < list->count; i++) {
+        if (list->tpmProperty[i].property != TPM2_PT_PERMANENT) continue;
+        state->in_lockout = (list->tpmProperty[i].value & TPMA_PERMANENT_INLOCKOUT) != 0;
+        state->lockout_auth_set = (list->tpmProperty[i].value & TPMA_PERMANENT_LOCKOUTAUTHSET) != 0;
+    }
     free(list);
     status = properties(tpm, TPM2_PT_LOCKOUT_COUNTER, 4, &list);
     if (status.outcome != VAULT_TPM_OK) return status;
@@ -521,6 +524,58 @@ vault_tpm_status vault_tpm_lockout(vault_tpm *tpm, vault_tpm_lockout_state *stat
     }
     free(list);
     return ok();
+}
+
+// Whoever has the lockout hierarchy's authorization can reset the dictionary-attack counter
+// (TPM2_DictionaryAttackLockReset), change its parameters, or clear the TPM: it is what
+// keeps the PIN's guess limit a limit. So it travels as the PIN does. The new value is the
+// command's first parameter, encrypted by a session salted to the storage key (its response
+// has no parameter, and the TPM refuses `encrypt` without one); the current value only keys
+// the session's HMAC. Then tpm2-tss's copies of both are overwritten as after an unseal: its
+// record of the hierarchy's value (holding the new one after a change), the session's
+// (`wipe_session_auth`), and the command's input it keeps for a resubmission, which the
+// Load of that wipe stores its own, larger input over.
+vault_tpm_status vault_tpm_change_lockout_auth(vault_tpm *tpm, const uint8_t *current, size_t current_length,
+                                               const uint8_t *new_auth, size_t new_length) {
+    if (current_length > VAULT_TPM_MAX_AUTH || new_length > VAULT_TPM_MAX_AUTH)
+        return failure(VAULT_TPM_FAILED, TSS2_ESYS_RC_BAD_VALUE, "vault_tpm_change_lockout_auth");
+    loaded set = {0};
+    ESYS_TR primary, session;
+    uint8_t name[VAULT_TPM_NAME_LENGTH];
+    vault_tpm_status status = storage_key(tpm, &set, &primary, name);
+    if (status.outcome == VAULT_TPM_OK) status = salted_session(tpm, &set, primary, TPM2_SE_HMAC, &session);
+    if (status.outcome == VAULT_TPM_OK) {
+        TSS2_RC rc = tss.Esys_TRSess_SetAttributes(tpm->context, session, 0, TPMA_SESSION_ENCRYPT);
+        if (rc != TSS2_RC_SUCCESS) status = failure(VAULT_TPM_FAILED, rc, "Esys_TRSess_SetAttributes");
+    }
+    if (status.outcome == VAULT_TPM_OK) {
+        TPM2B_AUTH value = {.size = (UINT16)current_length};
+        if (current_length > 0) memcpy(value.buffer, current, current_length);
+        TSS2_RC rc = tss.Esys_TR_SetAuth(tpm->context, ESYS_TR_RH_LOCKOUT, &value);
+        OPENSSL_cleanse(&value, sizeof value);
+        if (rc != TSS2_RC_SUCCESS) status = failure(VAULT_TPM_FAILED, rc, "Esys_TR_SetAuth");
+    }
+    if (status.outcome == VAULT_TPM_OK) {
+        TPM2B_AUTH value = {.size = (UINT16)new_length};
+        if (new_length > 0) memcpy(value.buffer, new_auth, new_length);
+        TSS2_RC rc = tss.Esys_HierarchyChangeAuth(tpm->context, ESYS_TR_RH_LOCKOUT, session, ESYS_TR_NONE, ESYS_TR_NONE,
+                                                  &value);
+        OPENSSL_cleanse(&value, sizeof value);
+        if (rc != TSS2_RC_SUCCESS) status = authorization_failure(rc, "TPM2_HierarchyChangeAuth");
+        TPM2B_AUTH none = {0};
+        tss.Esys_TR_SetAuth(tpm->context, ESYS_TR_RH_LOCKOUT, &none);
+        // Any public part serves the wipe's Load, which the TPM refuses for its empty private part.
+        const TPM2B_PUBLIC placeholder = {
+            .publicArea = {
+                .type = TPM2_ALG_KEYEDHASH,
+                .nameAlg = TPM2_ALG_SHA256,
+                .objectAttributes = TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT | TPMA_OBJECT_USERWITHAUTH,
+                .parameters = {.keyedHashDetail = {.scheme = {.scheme = TPM2_ALG_NULL}}},
+            }};
+        wipe_session_auth(tpm, primary, session, &placeholder);
+    }
+    flush(tpm, &set);
+    return status;
 }
 
 const char *vault_tpm_describe(uint32_t rc) {

@@ -45,10 +45,16 @@ public final class SoftwareTPM: @unchecked Sendable {
     /// non-zero exit.
     @discardableResult
     public func tool(_ name: String, _ arguments: [String]) throws -> String {
-        let result = try ProcessRunner.run("/usr/bin/" + name, arguments,
-                                           environment: ["TPM2TOOLS_TCTI": tcti, "PATH": "/usr/bin:/bin", "TSS2_LOG": "all+NONE"])
+        let result = try attempt(name, arguments)
         guard result.status == 0 else { throw Self.failure("\(name) \(arguments.joined(separator: " ")): \(result.stderr)") }
         return result.stdout
+    }
+
+    /// Runs a tpm2-tools program against this TPM, whatever its exit status: for what the
+    /// TPM is meant to refuse.
+    public func attempt(_ name: String, _ arguments: [String]) throws -> ProcessResult {
+        try ProcessRunner.run("/usr/bin/" + name, arguments,
+                              environment: ["TPM2TOOLS_TCTI": tcti, "PATH": "/usr/bin:/bin", "TSS2_LOG": "all+NONE"])
     }
 
     /// Extends a SHA-256 PCR, as a boot stage measuring something new would.
@@ -57,15 +63,38 @@ public final class SoftwareTPM: @unchecked Sendable {
     }
 
     /// Sets the dictionary-attack parameters: `maxTries` failures before lockout, one
-    /// forgotten every `interval` seconds. (The lockout hierarchy has no password here.)
-    public func setLockout(maxTries: Int, interval: Int) throws {
+    /// forgotten every `interval` seconds, and the lockout hierarchy itself refusing for
+    /// `interval` seconds after a wrong authorization. `auth` is the lockout hierarchy's
+    /// authorization, in tpm2-tools' words (`hex:…`, or the text itself), when it has one.
+    public func setLockout(maxTries: Int, interval: Int, auth: String? = nil) throws {
         try tool("tpm2_dictionarylockout", ["--setup-parameters", "--max-tries=\(maxTries)", "--recovery-time=\(interval)",
-                                            "--lockout-recovery-time=\(interval)"])
+                                            "--lockout-recovery-time=\(interval)"] + Self.authArguments(auth))
     }
 
-    /// Ends a lockout and forgets every failure, as the lockout hierarchy's owner may.
-    public func clearLockout() throws {
-        try tool("tpm2_dictionarylockout", ["--clear-lockout"])
+    /// Ends a lockout and forgets every failure, as the lockout hierarchy's owner may, with
+    /// its authorization `auth` when it has one (as ``setLockout(maxTries:interval:auth:)``).
+    public func clearLockout(auth: String? = nil) throws {
+        try tool("tpm2_dictionarylockout", ["--clear-lockout"] + Self.authArguments(auth))
+    }
+
+    /// Whether the lockout hierarchy has an authorization value (`lockoutAuthSet` of
+    /// TPM2_PT_PERMANENT).
+    public func lockoutAuthorizationIsSet() throws -> Bool {
+        let properties = try tool("tpm2_getcap", ["properties-variable"])
+        guard let line = properties.split(separator: "\n").first(where: { $0.contains("lockoutAuthSet:") }) else {
+            throw Self.failure("tpm2_getcap shows no lockoutAuthSet: \(properties)")
+        }
+        return line.hasSuffix("1")
+    }
+
+    /// Gives the lockout hierarchy the authorization `new` (empty: none), as the machine's
+    /// owner may; `current` is the one it has, when it has one.
+    public func changeLockoutAuthorization(to new: String, from current: String? = nil) throws {
+        try tool("tpm2_changeauth", ["--object-context=lockout"] + (current.map { ["--object-auth=\($0)"] } ?? []) + (new.isEmpty ? [] : [new]))
+    }
+
+    private static func authArguments(_ auth: String?) -> [String] {
+        auth.map { ["--auth=\($0)"] } ?? []
     }
 
     /// Two consecutive loopback ports nothing listens on now.

@@ -19,9 +19,11 @@ typedef enum {
     /// The storage key this TPM derives is not the one the object was sealed under: another
     /// TPM, or this one after its owner hierarchy was cleared.
     VAULT_TPM_OTHER_PARENT,
-    /// The authorization (the PIN) was wrong, and the TPM counted the failure.
+    /// The authorization (the PIN, or the lockout hierarchy's) was wrong, and the TPM counted
+    /// the failure.
     VAULT_TPM_AUTH_FAIL,
-    /// The TPM is in dictionary-attack lockout.
+    /// The TPM is in dictionary-attack lockout (for the lockout hierarchy: it refuses every
+    /// authorization for its recovery time after a wrong one).
     VAULT_TPM_LOCKOUT,
     /// The policy did not hold: the PCRs differ from those the object was sealed to.
     VAULT_TPM_POLICY_FAIL,
@@ -94,18 +96,28 @@ vault_tpm_status vault_tpm_unseal(vault_tpm *tpm, const uint8_t *parent_name,
 vault_tpm_status vault_tpm_read_pcrs(vault_tpm *tpm, uint32_t pcr_mask, uint8_t *values);
 
 /// The dictionary-attack state: failed tries counted, the most before lockout, the seconds
-/// after which one failure is forgotten, the seconds a lockout-hierarchy failure locks, and
-/// whether the TPM is locked out now.
+/// after which one failure is forgotten, the seconds a lockout-hierarchy failure locks,
+/// whether the TPM is locked out now, and whether the lockout hierarchy has an authorization
+/// value (lockoutAuthSet: changed since the TPM was last cleared).
 typedef struct {
     uint32_t failures;
     uint32_t max_failures;
     uint32_t interval;
     uint32_t recovery;
     int in_lockout;
+    int lockout_auth_set;
 } vault_tpm_lockout_state;
 
 /// Reads the dictionary-attack state.
 vault_tpm_status vault_tpm_lockout(vault_tpm *tpm, vault_tpm_lockout_state *state);
+
+/// Changes the lockout hierarchy's authorization value from `current` to `new_auth` (each
+/// at most VAULT_TPM_MAX_AUTH bytes, none when its length is 0), in a session salted to the
+/// storage key that encrypts the new value. VAULT_TPM_AUTH_FAIL: `current` is not the
+/// hierarchy's value (the TPM then refuses every one for its recovery time);
+/// VAULT_TPM_LOCKOUT: it refuses every one now, after an earlier wrong one.
+vault_tpm_status vault_tpm_change_lockout_auth(vault_tpm *tpm, const uint8_t *current, size_t current_length,
+                                               const uint8_t *new_auth, size_t new_length);
 
 /// TSS2's own words for a response code (from libtss2-rc when it is installed), or NULL.
 const char *vault_tpm_describe(uint32_t rc);

@@ -75,14 +75,7 @@ struct IdentitySeal {
             passphraseKey = scrypt.deriveKey(passphrase: passphrase, salt: salt)
         }
         let tpmKey = random.secureBytes(keyLength)
-        let pinSalt = random.bytes(TPMSealedObject.saltLength)
-        // The object's auth value comes from the salt, which is known only once sealed: a
-        // placeholder object gives it, with the same salt.
-        let auth = TPMSealedObject(hasPIN: pin != nil, pcrs: pcrs, pinSalt: pinSalt, parentName: [], pcrValues: [],
-                                   publicPart: [], privatePart: []).authValue(pin: pin)
-        let sealed = try TPMConnection(selection).seal(tpmKey, auth: auth, pcrs: pcrs)
-        let object = TPMSealedObject(hasPIN: pin != nil, pcrs: pcrs, pinSalt: pinSalt, parentName: sealed.parentName,
-                                     pcrValues: sealed.pcrValues, publicPart: sealed.publicPart, privatePart: sealed.privatePart)
+        let object = try TPMSealedObject.seal(tpmKey, pin: pin, pcrs: pcrs, on: TPMConnection(selection), random: random)
         header = [version, factors.rawValue] + header + object.encoded
         let nonce = random.bytes(Int(crypto_secretbox_NONCEBYTES))
         let key = boxKey(header: header, tpmKey: tpmKey, passphraseKey: passphraseKey)

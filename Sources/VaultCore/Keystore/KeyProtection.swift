@@ -70,12 +70,36 @@ public struct UnlockFactors {
     }
 }
 
-/// The rules of a new PIN: the TPM's lockout, not its length, stops guessing; still, fewer
-/// than 4 characters is too few tries for a thief who has the machine, and a PIN is typed,
-/// so it is a line of text.
+/// What a new protection of the keys did with the TPM's lockout hierarchy, whose
+/// authorization guards the PIN's guess limit (Docs/CLI.md, "Keys bound to this machine").
+public enum TPMLockoutChange: Sendable, Equatable {
+    /// Nothing: no PIN for the lockout to guard, before or after.
+    case untouched
+    /// The hierarchy had no authorization: vault gave it a random one, which the keystore
+    /// keeps sealed under the PIN.
+    case taken
+    /// vault keeps the authorization it set before, sealed again with the keys.
+    case kept
+    /// The hierarchy has an authorization vault did not set (its owner's, or another
+    /// program's): left as it was.
+    case leftAsItWas
+    /// vault's authorization is taken off again: the hierarchy has none, as before.
+    case givenBack
+    /// The TPM refused vault's authorization, so the hierarchy has another now: left as it
+    /// is, and vault's forgotten.
+    case notGivenBack
+    /// The keystore keeps a new authorization, but the TPM did not take it (the error says
+    /// why): the guess limit stays unguarded until the keys are sealed again.
+    case notTaken(VaultError)
+}
+
+/// The rules of a new PIN: the TPM's lockout, not its length, stops guessing; still, the
+/// lockout forgets a failure every interval (2 hours on many PCs, after 32 tries), so a
+/// thief who keeps the machine a month gets some 400 tries: 4% of the 4-digit PINs, 0.04%
+/// of the 6-digit ones (security review M1). A PIN is typed, so it is a line of text.
 public enum PINRules {
     /// The fewest characters a new PIN may have.
-    public static let shortest = 4
+    public static let shortest = 6
     /// The most bytes a PIN may have.
     public static let longest = 1024
 

@@ -53,6 +53,17 @@ public final class Keystore: Sendable {
         home: VaultHome, label: Label, protection: NewKeyProtection, force: Bool = false,
         random: some RandomSource = SecureRandom()
     ) throws(VaultError) -> Keystore {
+        try createIdentity(home: home, label: label, protection: protection, force: force, random: random).keystore
+    }
+
+    /// ``create(home:label:protection:force:random:)``, saying as well what it did with the
+    /// TPM's lockout hierarchy (keys sealed with a PIN guard the PIN's guess limit with it).
+    /// Replacing an identity that keeps the lockout's authorization is refused: it is sealed
+    /// under that identity's PIN, and would be lost with it.
+    public static func createIdentity(
+        home: VaultHome, label: Label, protection: NewKeyProtection, force: Bool = false,
+        random: some RandomSource = SecureRandom()
+    ) throws(VaultError) -> (keystore: Keystore, lockout: TPMLockoutChange) {
         let existed = FileManager.default.fileExists(atPath: home.keystorePath)
         var created = false
         do throws(VaultError) {
@@ -64,27 +75,31 @@ public final class Keystore: Sendable {
             let (identity, secret) = Identity.generate(label: label, random: random)
             // Sealed before the transaction: a TPM that refuses leaves nothing behind.
             let stored = try stored(secret, protection, random: random)
+            let lockout = try LockoutSeal.plan(kept: nil, opened: UnlockFactors(), new: protection.tpm, random: random)
             var blob = Data(stored.bytes)
             defer { blob.resetBytes(in: 0..<blob.count) }
             try keystore.write { db in
-                if try Int.fetchOne(db, sql: "SELECT count(*) FROM identity") ?? 0 > 0 {
+                if let row = try Row.fetchOne(db, sql: "SELECT tpm_lockout IS NOT NULL AS holds FROM identity") {
                     guard force else { throw VaultError.identityExists(path: home.keystorePath) }
                     // Every stored share is sealed to the current keys: replacing them would
                     // make each one unopenable, for this holder and for recovery by others.
                     let shares = try Int.fetchOne(db, sql: "SELECT count(*) FROM secret") ?? 0
                     guard shares == 0 else { throw VaultError.identityHoldsShares(count: shares) }
+                    // The lockout's authorization opens with the current PIN only: forgotten,
+                    // the TPM's lockout hierarchy is lost until the TPM is cleared.
+                    guard !(row["holds"] as Bool) else { throw VaultError.identityHoldsTPMLockout }
                     try db.execute(sql: "DELETE FROM identity")
                 }
                 try db.execute(
                     sql: """
-                        INSERT INTO identity (id, label, card, secret_format, secret, created_at)
-                        VALUES (1, ?, ?, ?, ?, ?)
+                        INSERT INTO identity (id, label, card, secret_format, secret, created_at, tpm_lockout)
+                        VALUES (1, ?, ?, ?, ?, ?, ?)
                         """,
                     arguments: [label.value, Data(identity.card.encoded), stored.format.rawValue, blob,
-                                Int64(Date().timeIntervalSince1970)])
+                                Int64(Date().timeIntervalSince1970), lockout.stored.map { Data($0) }])
             }
             try keystore.scrubJournal()
-            return keystore
+            return (keystore, keystore.finish(lockout))
         } catch {
             if created { FileModes.removeDatabaseFiles(home.keystorePath) }
             throw error
@@ -163,17 +178,22 @@ public final class Keystore: Sendable {
     /// says (the TPM's part first, outside any transaction), then replaces the stored form
     /// in one transaction. A process killed at any point leaves the old protection or the
     /// new one, never neither: the TPM keeps nothing of a seal, the keystore keeps its blobs.
+    /// The TPM's lockout authorization follows the PIN (``TPMLockoutChange``).
+    @discardableResult
     public func changeProtection(
         current: UnlockFactors, to protection: NewKeyProtection, random: some RandomSource = SecureRandom()
-    ) throws(VaultError) {
-        try protect(unlock(current), as: protection, random: random)
+    ) throws(VaultError) -> TPMLockoutChange {
+        try protect(unlock(current), openedWith: current, as: protection, random: random)
     }
 
     /// Protects the open keys of `identity`, this keystore's, as `protection` says:
-    /// ``changeProtection(current:to:random:)`` for keys the caller has opened already.
+    /// ``changeProtection(current:to:random:)`` for keys the caller has opened already, with
+    /// `factors` (the PIN unseals the lockout authorization kept under it).
+    @discardableResult
     public func protect(
-        _ identity: Identity, as protection: NewKeyProtection, random: some RandomSource = SecureRandom()
-    ) throws(VaultError) {
+        _ identity: Identity, openedWith factors: UnlockFactors, as protection: NewKeyProtection,
+        random: some RandomSource = SecureRandom()
+    ) throws(VaultError) -> TPMLockoutChange {
         guard identity.card == (try identityInfo()).card else { throw .unexpected("protecting the keys of another identity") }
         let secret = SecureBytes(count: Identity.secretLength)
         secret.withUnsafeMutableBytes { out in
@@ -181,14 +201,29 @@ public final class Keystore: Sendable {
             identity.signingSecret.withUnsafeBytes { (out.baseAddress! + 32).copyMemory(from: $0.baseAddress!, byteCount: 32) }
         }
         let stored = try Self.stored(secret, protection, random: random)
+        let kept = try read { db in try Data.fetchOne(db, sql: "SELECT tpm_lockout FROM identity WHERE id = 1") }
+        // Last before the transaction: giving the lockout back is the one step on the TPM.
+        let lockout = try LockoutSeal.plan(kept: kept.map { [UInt8]($0) }, opened: factors, new: protection.tpm, random: random)
         var blob = Data(stored.bytes)
         defer { blob.resetBytes(in: 0..<blob.count) }
         try write { db in
             try db.execute(
-                sql: "UPDATE identity SET secret_format = ?, secret = ? WHERE id = 1",
-                arguments: [stored.format.rawValue, blob])
+                sql: "UPDATE identity SET secret_format = ?, secret = ?, tpm_lockout = ? WHERE id = 1",
+                arguments: [stored.format.rawValue, blob, lockout.stored.map { Data($0) }])
         }
         try scrubJournal()
+        return finish(lockout)
+    }
+
+    /// Sets the planned lockout authorization on the TPM, now that the keystore holds its
+    /// seal; one the TPM did not take because another program took the hierarchy first is
+    /// forgotten (it guards nothing).
+    private func finish(_ plan: LockoutSeal.Plan) -> TPMLockoutChange {
+        let change = LockoutSeal.take(plan)
+        if change == .leftAsItWas && plan.stored != nil {
+            try? write { db in try db.execute(sql: "UPDATE identity SET tpm_lockout = NULL WHERE id = 1") }
+        }
+        return change
     }
 
     // MARK: - Plumbing

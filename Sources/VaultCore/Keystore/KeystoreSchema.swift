@@ -587,6 +587,13 @@ enum KeystoreSchema {
                 ) WITHOUT ROWID;
                 """)
         }
+        // Security review M1: while a PIN guards keys sealed by the TPM, the TPM's lockout
+        // hierarchy has an authorization of vault's, kept here sealed under the same PIN and
+        // PCRs (LockoutSeal). A column of the identity, since its seal belongs to the keys'
+        // protection and is written in the same UPDATE; NULL when vault keeps none.
+        migrator.registerMigration("v24-tpm-lockout") { db in
+            try db.execute(sql: "ALTER TABLE identity ADD COLUMN tpm_lockout BLOB")
+        }
         return migrator
     }
 

@@ -18,6 +18,9 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
     case identityExists(path: String)
     /// `init --force` would replace keys that stored shares are sealed to.
     case identityHoldsShares(count: Int)
+    /// `init --force` would forget the TPM's lockout authorization, sealed under the current
+    /// identity's PIN.
+    case identityHoldsTPMLockout
     /// The keystore was written by a newer vault with a schema this build does not know.
     case keystoreTooNew(path: String)
     /// The keystore's content contradicts itself (for example keys that do not match the card).
@@ -58,6 +61,9 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
     case wrongPIN(triesLeft: Int?, lockoutSeconds: Int?)
     /// The TPM is in dictionary-attack lockout; one try comes back within `seconds`.
     case tpmLockedOut(seconds: Int?)
+    /// The TPM refuses every lockout authorization for `seconds` (0: until it restarts) after
+    /// a wrong one, so vault cannot give the lockout hierarchy back now.
+    case tpmLockoutAuthorizationRefused(seconds: Int?)
     /// The PCRs the keys are bound to changed since they were sealed.
     case tpmPCRsChanged([Int])
     /// The keys are sealed with a PIN and none was given.
@@ -190,6 +196,8 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
         case .identityExists(let path): "an identity already exists in \(path)"
         case .identityHoldsShares(let count):
             "the keystore holds \(count) share\(count == 1 ? "" : "s") sealed to the current identity; a new identity could never open \(count == 1 ? "it" : "them")"
+        case .identityHoldsTPMLockout:
+            "the keystore holds the TPM's lockout authorization, sealed under the current identity's PIN; a new identity would lose it for good"
         case .keystoreTooNew(let path): "the keystore at \(path) was written by a newer vault"
         case .keystoreCorrupt(let detail): "the keystore is corrupt: \(detail)"
         case .storage(let message): message
@@ -214,6 +222,10 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
             }
         case .tpmLockedOut(let seconds):
             "the TPM is locked out after too many wrong PINs" + (seconds.map { $0 > 0 ? ": it takes a PIN again within \(DurationText.text(UInt64($0)))" : ": until its owner resets the lockout" } ?? "")
+        case .tpmLockoutAuthorizationRefused(let seconds):
+            "the TPM refuses its lockout authorization after a wrong one was tried"
+                + (seconds.map { $0 > 0 ? ", for up to \(DurationText.text(UInt64($0)))" : ", until the machine restarts" } ?? " for a while")
+                + ", so vault cannot give the lockout hierarchy back yet"
         case .tpmPCRsChanged(let pcrs):
             "the boot state changed since the keys were sealed (PCR \(PCRSelection(mask: pcrs.reduce(0) { $0 | 1 << UInt32($1) })) differs): the TPM will not unseal them"
         case .pinRequired: "the private keys are sealed by the TPM with a PIN and none was given"

@@ -111,6 +111,33 @@ final class TPMConnection {
         return state
     }
 
+    /// What changing the lockout hierarchy's authorization came to.
+    enum LockoutAuthorizationChange {
+        case changed
+        /// `current` is not the hierarchy's authorization: another was set since.
+        case wrongAuthorization
+    }
+
+    /// Changes the lockout hierarchy's authorization from `current` to `new` (nil: none, for
+    /// either). A wrong `current` is an answer, not an error; a TPM that refuses every
+    /// lockout authorization for now (after a wrong one) throws.
+    func changeLockoutAuthorization(from current: SecureBytes?, to new: SecureBytes?) throws(VaultError) -> LockoutAuthorizationChange {
+        let status = Self.withAuth(current) { currentBytes in
+            Self.withAuth(new) { newBytes in
+                vault_tpm_change_lockout_auth(handle, currentBytes.bindMemory(to: UInt8.self).baseAddress, currentBytes.count,
+                                              newBytes.bindMemory(to: UInt8.self).baseAddress, newBytes.count)
+            }
+        }
+        switch status.outcome {
+        case VAULT_TPM_OK: return .changed
+        case VAULT_TPM_AUTH_FAIL: return .wrongAuthorization
+        case VAULT_TPM_LOCKOUT: throw .tpmLockoutAuthorizationRefused(seconds: (try? lockoutState()).map { Int($0.recovery) })
+        default:
+            try Self.check(status, selection: selection)
+            throw .unexpected("vault_tpm_change_lockout_auth")
+        }
+    }
+
     private static func withAuth<R>(_ auth: SecureBytes?, _ body: (UnsafeRawBufferPointer) -> R) -> R {
         guard let auth else { return body(UnsafeRawBufferPointer(start: nil, count: 0)) }
         return auth.withUnsafeBytes(body)

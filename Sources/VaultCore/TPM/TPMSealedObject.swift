@@ -42,6 +42,21 @@ struct TPMSealedObject: Equatable {
         (self.pcrValues, self.publicPart, self.privatePart) = (pcrValues, publicPart, privatePart)
     }
 
+    /// Seals `secret` on `tpm`, with `pin` (salted afresh; nil for none) as its authorization
+    /// and a policy on `pcrs` when there are any.
+    static func seal(
+        _ secret: SecureBytes, pin: SecureBytes?, pcrs: PCRSelection, on tpm: TPMConnection, random: some RandomSource
+    ) throws(VaultError) -> TPMSealedObject {
+        let pinSalt = random.bytes(saltLength)
+        // The object's auth value comes from the salt, which is known only once sealed: a
+        // placeholder object gives it, with the same salt.
+        let auth = TPMSealedObject(hasPIN: pin != nil, pcrs: pcrs, pinSalt: pinSalt, parentName: [], pcrValues: [],
+                                   publicPart: [], privatePart: []).authValue(pin: pin)
+        let sealed = try tpm.seal(secret, auth: auth, pcrs: pcrs)
+        return TPMSealedObject(hasPIN: pin != nil, pcrs: pcrs, pinSalt: pinSalt, parentName: sealed.parentName,
+                               pcrValues: sealed.pcrValues, publicPart: sealed.publicPart, privatePart: sealed.privatePart)
+    }
+
     /// Reads an object from the front of `reader`, strictly: unknown flags, PCRs past 23 and
     /// parts of impossible sizes are refused.
     init(reading reader: inout ByteReader) throws(ByteReader.Failure) {

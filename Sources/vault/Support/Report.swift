@@ -142,6 +142,8 @@ enum Report {
             "pass --force to replace it; your peers will then have to import your new key card"
         case .identityHoldsShares:
             "keep this identity, or remove the shares first with 'vault secrets rm' (recovery will then need other holders)"
+        case .identityHoldsTPMLockout:
+            "give the lockout back first with 'vault passphrase --no-tpm' (it asks for the PIN), then run 'vault init --force' again"
         case .keystoreTooNew:
             "upgrade vault to open this keystore"
         case .alreadyServing:
@@ -163,7 +165,13 @@ enum Report {
         case .wrongPIN(let left, _) where left == 0:
             "wait, then try again; every wrong PIN counts, and the TPM forgets them one at a time"
         case .tpmLockedOut:
-            "wait, then try again; whoever holds the TPM's lockout authorization can reset it ('tpm2_dictionarylockout --clear-lockout')"
+            "wait, then try again; a lockout authorization the machine's owner set (not one vault keeps) resets it ('tpm2_dictionarylockout --clear-lockout --auth=…')"
+        case .tpmLockoutAuthorizationRefused:
+            "wait, then run the command again: the keys keep their protection, and the TPM's lockout hierarchy vault's authorization, until it can be given back"
+        case .invalidPIN(let detail) where detail.hasPrefix("a PIN has at least"):
+            "choose a longer PIN: a thief gets only the TPM's few tries, and each character more makes them worth less (letters may be used as well as digits)"
+        case .invalidPIN:
+            "choose a shorter PIN: it is typed, and 6 to 20 characters are plenty against the TPM's few tries"
         case .tpmPCRsChanged:
             "after an expected update (firmware, Secure Boot, boot loader), these keys are lost: make a new identity and recover your secrets through their holders (Docs/SECURITY.md, 'Keys bound to this machine'); otherwise find out who changed how this machine boots"
         case .tpmOwnerPassword:

@@ -40,7 +40,9 @@ import VaultTestSupport
         }
         // The same keys, protected anew without a PIN or passphrase: still only this TPM's.
         let identity = try keystore.unlock(UnlockFactors(passphrase: Self.passphrase, pin: Self.pin, tpm: selection))
-        try keystore.protect(identity, as: NewKeyProtection(passphrase: nil, tpm: TPMSealing(selection: selection, pin: nil)))
+        // Without a PIN there is nothing for the lockout to guard: its authorization goes back.
+        #expect(try keystore.protect(identity, openedWith: UnlockFactors(passphrase: Self.passphrase, pin: Self.pin, tpm: selection),
+                                     as: NewKeyProtection(passphrase: nil, tpm: TPMSealing(selection: selection, pin: nil))) == .givenBack)
         #expect(try keystore.unlock(UnlockFactors(tpm: selection)).card == card)
         let other = try SoftwareTPM()
         #expect(throws: VaultError.tpmOtherMachine) { try keystore.unlock(UnlockFactors(tpm: try TPMSelection(other.tcti))) }

@@ -17,6 +17,23 @@ import VaultTestSupport
         return (user, pin)
     }
 
+    /// The lockout hierarchy's authorization that vault keeps for `user`, unsealed with the
+    /// PIN on this test's own connection, as tpm2-tools takes it (`hex:…`): the test plays
+    /// the owner who knows the PIN and resets a lockout with it.
+    static func lockoutAuthorization(_ user: User, pin: String, on tpm: SoftwareTPM) throws -> String {
+        "hex:" + (try lockoutValue(user, pin: pin, on: tpm)).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// The bytes of that authorization.
+    static func lockoutValue(_ user: User, pin: String, on tpm: SoftwareTPM) throws -> [UInt8] {
+        let stored = try DatabaseQueue(path: user.vault.home + "/vault.sqlite").read { db in
+            try Data.fetchOne(db, sql: "SELECT tpm_lockout FROM identity")
+        }
+        let object = try LockoutSeal([UInt8](try #require(stored))).object
+        let value = try TPMConnection(TPMSelection(tpm.tcti)).unseal(object, auth: object.authValue(pin: SecureBytes(copying: Array(pin.utf8))))
+        return value.withUnsafeBytes { Array($0) }
+    }
+
     /// The protection `vault id --format json` reports: "none", "passphrase", "tpm" or
     /// "tpm+passphrase".
     static func protection(_ user: User) throws -> String {
@@ -102,12 +119,15 @@ import VaultTestSupport
 
     /// Each wrong PIN says how many tries are left; at the TPM's limit it locks out, and
     /// then refuses even the right PIN, saying for how long. On a terminal a wrong PIN is
-    /// asked again, with the tries left.
+    /// asked again, with the tries left. (The lockout parameters are set before the keys are
+    /// sealed, and the lockout is reset with the authorization vault keeps, unsealed with the
+    /// PIN: after `init --tpm` nobody else can do either.)
     @Test func wrongPINsLockTheTPMOut() throws {
         let tpm = try SoftwareTPM()
         try tpm.setLockout(maxTries: 3, interval: 60)
         let (alice, pin) = try Self.user("alice", on: tpm)
         try alice.ok("init", "--label", "alice", "--tpm", "--pin-file", pin)
+        let reset = try Self.lockoutAuthorization(alice, pin: "482916", on: tpm)
         let wrong = try alice.directory.write("wrong", Data("111111\n".utf8))
         let attempt = ["passphrase", "--pin-file", wrong, "--remove"]
         #expect(try alice.fails(attempt).contains("vault: error: wrong PIN (2 tries left before the TPM locks out)"))
@@ -119,7 +139,7 @@ import VaultTestSupport
                 "\(locked)")
         #expect(locked.contains("vault: hint: wait, then try again"), "\(locked)")
 
-        try tpm.clearLockout()
+        try tpm.clearLockout(auth: reset)
         let session = try alice.vault.onTerminal(["passphrase", "--remove"])
         try session.expect("TPM PIN for alice: ")
         session.send("111111")
@@ -130,6 +150,149 @@ import VaultTestSupport
         session.readRest()
         #expect(result.status == 0, "\(session.transcript)")
         #expect(session.transcript.contains("private keys sealed by this machine's TPM, with a PIN"), "\(session.transcript)")
+    }
+
+    /// Security review M1: the PIN's guess limit is the TPM's dictionary-attack lockout, and
+    /// the lockout hierarchy's authorization is empty on most Linux machines and on swtpm,
+    /// so anyone with the machine could clear the lockout after each wrong PIN (a 4-digit
+    /// PIN fell after 22 guesses in 2 s). `init --tpm` gives the lockout hierarchy a random
+    /// authorization that vault keeps sealed under the PIN: clearing the lockout and
+    /// changing its parameters are refused, and wrong PINs up to the limit leave the TPM
+    /// locked out despite a try to clear it after each one.
+    @Test func theLockoutCannotBeClearedBetweenGuesses() throws {
+        let tpm = try SoftwareTPM()
+        try tpm.setLockout(maxTries: 3, interval: 60)
+        #expect(try !tpm.lockoutAuthorizationIsSet())
+        let (alice, pin) = try Self.user("alice", on: tpm)
+        let created = try alice.vault.run(["init", "--label", "alice", "--tpm", "--pin-file", pin])
+        #expect(created.status == 0, "\(created.stderr)")
+        #expect(created.stderr.contains("nobody can reset the PIN's guess limit"), "\(created.stderr)")
+        #expect(try tpm.lockoutAuthorizationIsSet())
+        #expect(try tpm.attempt("tpm2_dictionarylockout", ["--clear-lockout"]).status != 0, "the lockout was cleared")
+        let raised = try tpm.attempt("tpm2_dictionarylockout", ["--setup-parameters", "--max-tries=1000", "--recovery-time=1"])
+        #expect(raised.status != 0, "the guess limit was raised")
+
+        let wrong = try alice.directory.write("wrong", Data("111111\n".utf8))
+        let attempt = ["passphrase", "--pin-file", wrong, "--remove"]
+        let said = ["wrong PIN (2 tries left before the TPM locks out)", "wrong PIN (1 try left before the TPM locks out)",
+                    "wrong PIN; the TPM now refuses every PIN for up to 1 minute"]
+        for words in said {
+            let refused = try alice.fails(attempt)
+            #expect(refused.contains("vault: error: " + words), "\(refused)")
+            let cleared = try tpm.attempt("tpm2_dictionarylockout", ["--clear-lockout"])
+            #expect(cleared.status != 0, "the lockout was cleared after '\(words)'")
+        }
+        let locked = try alice.fails("passphrase", "--pin-file", pin, "--remove")
+        #expect(locked.contains("vault: error: the TPM is locked out after too many wrong PINs"), "\(locked)")
+    }
+
+    /// A lockout hierarchy that has an authorization already (the machine's owner set one,
+    /// or another program did) is left as it was, by `init --tpm` and by `passphrase
+    /// --no-tpm`: its owner still clears the lockout with it, and the keystore keeps no
+    /// authorization of its own.
+    @Test func anOwnersLockoutAuthorizationIsLeftAsItWas() throws {
+        let tpm = try SoftwareTPM()
+        try tpm.changeLockoutAuthorization(to: "owners-secret")
+        let (alice, pin) = try Self.user("alice", on: tpm)
+        let created = try alice.vault.run(["init", "--label", "alice", "--tpm", "--pin-file", pin])
+        #expect(created.status == 0, "\(created.stderr)")
+        #expect(created.stderr.contains("the TPM's lockout hierarchy has an authorization already (its owner's, or another program's): vault leaves it as it is"),
+                "\(created.stderr)")
+        #expect(created.stderr.split(separator: "\n").filter { $0.contains("lockout") }.count == 1, "\(created.stderr)")
+        #expect(try tpm.lockoutAuthorizationIsSet())
+        try tpm.clearLockout(auth: "owners-secret")
+        let kept = try DatabaseQueue(path: alice.vault.home + "/vault.sqlite").read { db in
+            try Row.fetchOne(db, sql: "SELECT tpm_lockout FROM identity")?["tpm_lockout"] as Data?
+        }
+        #expect(kept == nil)
+
+        let out = try alice.vault.run(["passphrase", "--pin-file", pin, "--no-tpm", "--remove"])
+        #expect(out.status == 0, "\(out.stderr)")
+        #expect(!out.stderr.contains("lockout"), "\(out.stderr)")
+        try tpm.clearLockout(auth: "owners-secret")
+    }
+
+    /// `passphrase --no-tpm` gives the lockout hierarchy back: empty again, as before
+    /// `passphrase --tpm`. Sealing again with a new PIN keeps vault's authorization, sealed
+    /// under the new PIN, which then gives it back.
+    @Test func keysOutOfTheTPMGiveTheLockoutBack() throws {
+        let tpm = try SoftwareTPM()
+        let (alice, pin) = try Self.user("alice", on: tpm)
+        try alice.initialize("alice")
+        let sealed = try alice.vault.run(["passphrase", "--tpm", "--new-pin-file", pin])
+        #expect(sealed.status == 0, "\(sealed.stderr)")
+        #expect(sealed.stderr.contains("nobody can reset the PIN's guess limit"), "\(sealed.stderr)")
+        #expect(try tpm.lockoutAuthorizationIsSet())
+
+        let newPIN = try alice.directory.write("new-pin", Data("pass-phrase-pin\n".utf8))
+        let resealed = try alice.vault.run(["passphrase", "--pin-file", pin, "--tpm", "--new-pin-file", newPIN])
+        #expect(resealed.status == 0, "\(resealed.stderr)")
+        #expect(!resealed.stderr.contains("lockout"), "\(resealed.stderr)")
+        #expect(try tpm.lockoutAuthorizationIsSet())
+
+        let out = try alice.vault.run(["passphrase", "--pin-file", newPIN, "--no-tpm", "--remove"])
+        #expect(out.status == 0, "\(out.stderr)")
+        #expect(out.stderr.contains("the TPM's lockout hierarchy has no authorization again"), "\(out.stderr)")
+        #expect(try !tpm.lockoutAuthorizationIsSet())
+        try tpm.clearLockout()
+        #expect(try Self.protection(alice) == "none")
+    }
+
+    /// While the keystore keeps the TPM's lockout authorization, it is not lost by accident:
+    /// `init --force` is refused (the authorization opens with the current PIN only), and
+    /// `passphrase --no-tpm` is refused while the TPM refuses every lockout authorization
+    /// after a thief tried a wrong one: the keys keep their protection, and vault its
+    /// authorization, until it can be given back. Someone who changed the authorization with
+    /// vault's (here, a test that unsealed it with the PIN) has it left as it is, with a
+    /// warning.
+    @Test func theKeptLockoutAuthorizationIsNeverLostByAccident() throws {
+        let tpm = try SoftwareTPM()
+        try tpm.setLockout(maxTries: 3, interval: 60)
+        let (alice, pin) = try Self.user("alice", on: tpm)
+        try alice.ok("init", "--label", "alice", "--tpm", "--pin-file", pin)
+        let replaced = try alice.fails("init", "--label", "alice", "--tpm", "--pin-file", pin, "--force")
+        #expect(replaced.contains("vault: error: the keystore holds the TPM's lockout authorization, sealed under the current identity's PIN"),
+                "\(replaced)")
+        #expect(replaced.contains("vault: hint: give the lockout back first with 'vault passphrase --no-tpm'"), "\(replaced)")
+
+        #expect(try tpm.attempt("tpm2_dictionarylockout", ["--clear-lockout"]).status != 0)
+        let refused = try alice.fails("passphrase", "--pin-file", pin, "--no-tpm", "--remove")
+        #expect(refused.contains("vault: error: the TPM refuses its lockout authorization after a wrong one was tried, for up to 1 minute, "
+            + "so vault cannot give the lockout hierarchy back yet"), "\(refused)")
+        #expect(refused.contains("vault: hint: wait, then run the command again"), "\(refused)")
+        #expect(try Self.protection(alice) == "tpm")
+        #expect(try tpm.lockoutAuthorizationIsSet())
+
+        // A TPM whose lockout authorization changed since (on a fresh one: the first is
+        // locked for a minute): vault's is no longer its, and is forgotten with a warning.
+        let other = try SoftwareTPM()
+        let (bob, bobPIN) = try Self.user("bob", on: other)
+        try bob.ok("init", "--label", "bob", "--tpm", "--pin-file", bobPIN)
+        try other.changeLockoutAuthorization(to: "owners-secret", from: try Self.lockoutAuthorization(bob, pin: "482916", on: other))
+        let out = try bob.vault.run(["passphrase", "--pin-file", bobPIN, "--no-tpm", "--remove"])
+        #expect(out.status == 0, "\(out.stderr)")
+        #expect(out.stderr.contains("vault: warning: the TPM's lockout authorization is no longer the one vault set, so vault left it as it is"),
+                "\(out.stderr)")
+        #expect(try other.lockoutAuthorizationIsSet())
+        #expect(try Self.protection(bob) == "none")
+    }
+
+    /// A new PIN has at least 6 characters: fewer is refused in words, with a hint, before
+    /// anything is sealed or stored.
+    @Test func aPINHasAtLeastSixCharacters() throws {
+        let tpm = try SoftwareTPM()
+        let (alice, pin) = try Self.user("alice", on: tpm)
+        let short = try alice.directory.write("short", Data("12345\n".utf8))
+        let refused = try alice.vault.run(["init", "--label", "alice", "--tpm", "--pin-file", short])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("vault: error: invalid PIN: a PIN has at least 6 characters"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("vault: hint: choose a longer PIN"), "\(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: alice.vault.home + "/vault.sqlite"))
+        #expect(try !tpm.lockoutAuthorizationIsSet())
+        try alice.initialize("alice")
+        let again = try alice.fails("passphrase", "--tpm", "--new-pin-file", short)
+        #expect(again.contains("vault: error: invalid PIN: a PIN has at least 6 characters"), "\(again)")
+        try alice.ok("passphrase", "--tpm", "--new-pin-file", pin)
     }
 
     /// Keys bound to PCR 7 open while it holds its value, and not once something extends
@@ -230,7 +393,7 @@ import VaultTestSupport
 
     /// Sealing leaves no unsealed secret anywhere in the home: not the 64 secret bytes the
     /// keystore held before (in the database, its WAL or free pages), not either key alone,
-    /// not the PIN.
+    /// not the PIN, not the TPM's lockout authorization vault keeps sealed.
     @Test func theKeystoreHoldsNoUnsealedSecret() throws {
         let tpm = try SoftwareTPM()
         let alice = User("alice")
@@ -244,7 +407,9 @@ import VaultTestSupport
         let pin = try alice.directory.write("pin", Data((marker + "\n").utf8))
         try alice.ok("passphrase", "--tpm", "--new-pin-file", pin)
         try alice.ok("passphrase", "--pin-file", pin, "--tpm", "--tpm-pcrs", "7", "--new-pin-file", pin)
-        let needles = [secret, secret.prefix(32), secret.suffix(32), Data(marker.utf8)]
+        let lockout = Data(try Self.lockoutValue(alice, pin: marker, on: tpm))
+        #expect(lockout.count >= 30)
+        let needles = [secret, secret.prefix(32), secret.suffix(32), Data(marker.utf8), lockout]
         let enumerator = FileManager.default.enumerator(atPath: alice.vault.home)
         var scanned = 0
         while let relative = enumerator?.nextObject() as? String {
@@ -296,8 +461,13 @@ import VaultTestSupport
             #expect(after == kind || after == (kind == "tpm" ? "passphrase" : "tpm"), "round \(round): \(after)")
             if after != kind { completed.insert(kind + " to " + after) }
             #expect(try alice.ok(["recover", id, "--piece", piece] + factors[after]!) == "kept\n", "round \(round) (\(after))")
-            let check = try DatabaseQueue(path: alice.vault.home + "/vault.sqlite").read { try String.fetchOne($0, sql: "PRAGMA integrity_check") }
+            let (check, kept) = try DatabaseQueue(path: alice.vault.home + "/vault.sqlite").read { db in
+                (try String.fetchOne(db, sql: "PRAGMA integrity_check"), try Data.fetchOne(db, sql: "SELECT tpm_lockout FROM identity"))
+            }
             #expect(check == "ok")
+            // The TPM never has a lockout authorization of vault's that the keystore does not hold.
+            let taken = try tpm.lockoutAuthorizationIsSet()
+            #expect(kept != nil || !taken, "round \(round): the lockout authorization is lost")
         }
         // Some conversions were cut short, and some went through: else the rounds proved little.
         #expect(killed > 0 && !completed.isEmpty, "killed \(killed), completed \(completed)")
@@ -322,7 +492,7 @@ import VaultTestSupport
         let short = try alice.directory.write("short", Data("123\n".utf8))
         alice.vault.environment["VAULT_TPM"] = nil
         let refused = try alice.vault.run(["init", "--label", "alice", "--tpm", "--pin-file", short])
-        #expect(refused.stderr.contains("vault: error: invalid PIN: a PIN has at least 4 characters"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("vault: error: invalid PIN: a PIN has at least 6 characters"), "\(refused.stderr)")
     }
 
     /// The binary does not link tpm2-tss: without it, vault runs, and only --tpm says the

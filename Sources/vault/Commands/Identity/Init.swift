@@ -10,11 +10,14 @@ struct Init: ParsableCommand {
             with --passphrase-file). --no-passphrase stores them unprotected: whoever copies the \
             keystore can then act as you, and collect what your peers release to you. \
             --tpm seals them by this machine's TPM 2.0 instead (VAULT_TPM names another than \
-            /dev/tpmrm0): a copy of the keystore opens on no other machine. A PIN is asked \
-            twice (--pin-file reads it, --no-pin goes without); the TPM checks it and locks out \
-            after a few wrong ones. A passphrase is then needed as well only with --passphrase \
-            or --passphrase-file. --tpm-pcrs binds the keys to the boot state: see 'Keys bound \
-            to this machine' in Docs/CLI.md before using it.
+            /dev/tpmrm0): a copy of the keystore opens on no other machine. A PIN of at least 6 \
+            characters is asked twice (--pin-file reads it, --no-pin goes without); the TPM \
+            checks it and locks out after a few wrong ones, and so that nobody can reset that \
+            limit, vault gives the TPM's lockout hierarchy a random authorization it keeps \
+            sealed with the keys (one the machine's owner set is left as it is). A passphrase \
+            is then needed as well only with --passphrase or --passphrase-file. --tpm-pcrs \
+            binds the keys to the boot state: see 'Keys bound to this machine' in Docs/CLI.md \
+            before using it.
             """)
 
     @OptionGroup var home: HomeOption
@@ -91,7 +94,7 @@ struct Init: ParsableCommand {
             try newPassphrase()
         }
         if let passphraseFile, let secret { PassphraseRules.warnIfShort(secret, from: passphraseFile, guarding: PassphraseRules.keystore) }
-        let keystore = try Keystore.create(
+        let (keystore, lockout) = try Keystore.createIdentity(
             home: home.vaultHome, label: label, protection: NewKeyProtection(passphrase: secret, scrypt: parameters, tpm: sealing),
             force: force)
         // Said of keys stored, so only once they are (a refused init stores nothing).
@@ -104,6 +107,7 @@ struct Init: ParsableCommand {
         Terminal.standardError("created identity '\(info.label)' in \(keystore.home.keystorePath)")
         Terminal.standardError("fingerprint \(info.card.fingerprint)")
         if tpm { Terminal.standardError("private keys \(info.protection)") }
+        LockoutWords.tell(lockout)
     }
 
     private func newPassphrase() throws -> SecureBytes {

@@ -11,7 +11,8 @@ struct Passphrase: ParsableCommand {
             no longer needed, unless --keep-passphrase or --new-passphrase-file gives one to need \
             as well. On keys sealed already, --tpm seals them again: a new PIN, other PCRs. \
             --no-tpm takes the keys out of the TPM: they keep their passphrase, or get a new one \
-            (asked twice, or --new-passphrase-file), or none with --remove. Each change is one \
+            (asked twice, or --new-passphrase-file), or none with --remove; the TPM's lockout \
+            hierarchy gets back the empty authorization vault found. Each change is one \
             step: interrupted, the keys keep the old protection or have the new one.
             """)
 
@@ -100,7 +101,8 @@ struct Passphrase: ParsableCommand {
             }
         }
         if let newPassphraseFile, let new { PassphraseRules.warnIfShort(new, from: newPassphraseFile, guarding: PassphraseRules.keystore) }
-        try keystore.protect(opened.identity, as: NewKeyProtection(passphrase: new, scrypt: scrypt.parameters(), tpm: sealing))
+        let lockout = try keystore.protect(opened.identity, openedWith: UnlockFactors(passphrase: opened.passphrase, pin: opened.pin),
+                                           as: NewKeyProtection(passphrase: new, scrypt: scrypt.parameters(), tpm: sealing))
         // Said of keys sealed, so only once they are (no TPM: nothing was sealed).
         if let sealing, sealing.pin == nil, new == nil { NewPIN.warnWithoutPIN() }
         let after = try keystore.identityInfo().protection
@@ -109,5 +111,6 @@ struct Passphrase: ParsableCommand {
         } else {
             Terminal.standardError(new == nil ? "the private keys are no longer passphrase-protected" : "passphrase set")
         }
+        LockoutWords.tell(lockout)
     }
 }
