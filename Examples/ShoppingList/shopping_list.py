@@ -25,11 +25,13 @@ def main(key, command, *args):
         show({o["id"]: o["value"] for o in json.loads(vault("list", *app, "item", "--json")) if "value" in o})
     elif command == "watch":  # the list as it is, then again at each change, as it happens
         items, watch = {}, subprocess.Popen(["vault", "app", "watch", *app, "--json"], stdout=subprocess.PIPE, text=True)
+        ready = False  # the objects held now come first, then "ready": the list is shown once for them
         for change in map(json.loads, watch.stdout):
             if change["event"] == "put": items[change["id"]] = change["value"]
             elif change["event"] == "delete": items.pop(change["id"], None)
-            else: print(f"conflict: {change['author']} also wrote {change['value']}; kept as a copy", flush=True)
-            show(items)
+            elif change["event"] == "conflict": print(f"conflict: {change['author']} also wrote {change['value']}; kept as a copy", flush=True)
+            ready = ready or change["event"] == "ready"
+            if ready: show(items)
     else:
         sys.exit(__doc__)
 

@@ -423,7 +423,14 @@ public enum Messenger {
                         report.problems.append("message \(id.hex.prefix(8)) from \(sender.label) repeats sequence number \(sequence); ignored")
                         continue
                     }
-                    let destination = try sink.commit()
+                    let destination: String
+                    do {
+                        destination = try sink.commit()
+                    } catch {
+                        // Not kept here after all (a full disk): taken again by the next run.
+                        try? keystore.forgetReceived(message: opened.header)
+                        throw error
+                    }
                     report.received.append(.init(group: group.name, sender: sender.label, sequence: sequence, type: header.type, destination: destination))
                     await confirm(id, in: group, on: relays.map { connections[$0] })
                 } catch {

@@ -79,9 +79,32 @@ public final class RemoteRecovery {
     }
 
     /// Waits until the relays list something new for this identity since the last
-    /// ``collect()``, or `until`.
+    /// ``collect()``, another process of this keystore (a `vault serve` beside it) took an
+    /// answer to this recovery, or `until`. A serve takes the answer off the relays first,
+    /// so the relays alone would say nothing until their wait ran out.
     public func waitForAnswers(until: Date) async {
-        await RelayMail.waitForMail(groups: (try? keystore.groups()) ?? [], identity: identity, after: cursors, until: until)
+        let keystore = keystore, identity = identity, cursors = cursors
+        let before = Self.states(recovery)
+        let (dealer, secretID) = (recovery.dealer, recovery.secretID)
+        await withTaskGroup(of: Void.self) { waiting in
+            waiting.addTask { await RelayMail.waitForMail(groups: (try? keystore.groups()) ?? [], identity: identity, after: cursors, until: until) }
+            waiting.addTask {
+                while Date() < until, !Task.isCancelled {
+                    try? await Task.sleep(nanoseconds: UInt64(Self.keystoreLook * 1e9))
+                    guard let now = try? keystore.recovery(dealer: dealer, secretID: secretID) else { return }
+                    if Self.states(now) != before { return }
+                }
+            }
+            _ = await waiting.next()
+            waiting.cancelAll()
+        }
+    }
+
+    /// How often a waiting recovery looks at the keystore for answers another process took.
+    static let keystoreLook: TimeInterval = 0.25
+
+    private static func states(_ recovery: Recovery) -> [String] {
+        recovery.asks.map { "\($0.nonce.hex) \($0.state.rawValue)" }
     }
 
     private var cursors: RelayMail.Cursors = [:]

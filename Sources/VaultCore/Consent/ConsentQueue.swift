@@ -163,7 +163,7 @@ public final class ConsentQueue: @unchecked Sendable {
         let releaseAt = waiting.compactMap(\.releaseAt).min() ?? watch.firstSeen
         var described = ReleaseApprovals.Request(id: watch.id, peer: watch.trusteeLabel, secretID: header.secretIDHex, type: header.type.description,
                                                  description: String(header.description.prefix(200)), requester: 0, holder: header.holderIndex,
-                                                 asked: watch.firstSeen, expires: releaseAt)
+                                                 asked: watch.asked, expires: releaseAt)
         described.via = "relays"
         described.kind = "watch"
         described.name = secret.name

@@ -50,6 +50,11 @@ public struct EmergencyWatch: Sendable {
     public let decidedAt: Date?
     public let holders: [Holder]
 
+    /// When the trustee asked, as near as the dealer knows: the earliest a holder received
+    /// the request (by its clock), else when the dealer first heard of it. The dealer may
+    /// hear minutes later (a holder without a serve tells at its next receive).
+    public var asked: Date { holders.compactMap(\.received).min() ?? firstSeen }
+
     /// The earliest a waiting holder releases.
     public var releaseAt: Date? { holders.filter { $0.state == .waiting }.compactMap(\.releaseAt).min() }
 

@@ -217,6 +217,14 @@ extension Keystore {
         }
     }
 
+    /// Forgets that a message was received, when this machine could not keep what it
+    /// carried (a full disk at its last step): the relays keep it, and the next run takes it.
+    public func forgetReceived(message header: MessageHeader) throws(VaultError) {
+        try write { db in
+            try db.execute(sql: "DELETE FROM message_received WHERE message_id = ?", arguments: [Data(header.messageID)])
+        }
+    }
+
     /// Forgets that an object message was received, when this machine could not keep what
     /// it carried (a full disk): the relays keep it, and the next run takes it again.
     public func forgetReceived(object header: ObjectHeader) throws(VaultError) {

@@ -67,21 +67,28 @@ extension PeerAddressOptions {
     func recoverer(_ keystore: Keystore, identity: Identity, timeout given: Int?) -> HolderRecovery {
         let reach = self
         let timeout = given ?? RecoveryWait.defaultSeconds
+        // Holders that a group of this identity's reaches are asked through relays next:
+        // "use --peer" is no advice for them.
+        let throughRelays = Set(((try? keystore.peers()) ?? []).filter { peer in
+            (try? HolderMail.sharedGroup(with: peer.card, keystore: keystore, identity: identity)) != nil
+        }.map(\.label.value))
         return HolderRecovery(keystore: keystore, identity: identity, timeout: timeout, strict: given != nil,
                               resolve: { peers, discovering, wait in try await reach.addresses(for: peers, discovering: discovering, timeout: wait) },
-                              report: { RecoveryReport.show($0, timeout: timeout) })
+                              report: { RecoveryReport.show($0, timeout: timeout, throughRelays: throughRelays) })
     }
 }
 
 /// Recovery's progress on standard error.
 enum RecoveryReport {
-    static func show(_ event: HolderRecovery.Event, timeout: Int) {
+    static func show(_ event: HolderRecovery.Event, timeout: Int, throughRelays: Set<String> = []) {
         switch event {
         case .recoveringKey(let name):
             Terminal.standardError("recovering key '\(name)' from its holders")
         case .needed(let count, let holders):
             Terminal.standardError("need \(count) piece\(count == 1 ? "" : "s") besides yours; holders you trust: "
                 + (holders.isEmpty ? "none" : holders.map { "\($0.label) (index \($0.index))" }.joined(separator: ", ")))
+        case .unreachable(let label) where throughRelays.contains(label.value):
+            Terminal.standardError("  \(label): not found nearby (asked through relays if the LAN does not give enough)")
         case .unreachable(let label):
             Terminal.standardError("  \(label): not found nearby and no address known (use --peer \(label)=HOST:PORT)")
         case .asking(let label, let address):

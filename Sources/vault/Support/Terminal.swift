@@ -5,8 +5,28 @@ import VaultCore
 /// (/dev/tty), never to stdout, so that data on stdout stays clean and stdin stays free for
 /// piped input.
 enum Terminal {
+    /// Writes a line on standard error. While a question waits on the terminal that standard
+    /// error also is (`vault serve`'s log beside its questions), the line goes above it and
+    /// the question is shown again below, so that what waits for an answer is always the
+    /// last thing on the screen.
     static func standardError(_ line: String) {
-        ProgressLine.clearing { FileHandle.standardError.write(Data((line + "\n").utf8)) }
+        ProgressLine.clearing {
+            if let asking = OpenQuestion.text, isatty(STDERR_FILENO) == 1 {
+                FileHandle.standardError.write(Data(("\r\u{1B}[K" + line + "\n" + asking).utf8))
+            } else {
+                FileHandle.standardError.write(Data((line + "\n").utf8))
+            }
+        }
+    }
+
+    /// The question on the terminal now, as shown (nil when none waits).
+    private enum OpenQuestion {
+        private static let lock = NSLock()
+        nonisolated(unsafe) private static var shown: String?
+        static var text: String? {
+            get { lock.withLock { shown } }
+            set { lock.withLock { shown = newValue } }
+        }
     }
 
     /// Colour only on a terminal, and never when NO_COLOR is set (no-color.org).
@@ -42,6 +62,8 @@ enum Terminal {
             guard stillOpen() else { return nil }
             details.forEach(standardError)
             tty.discardTypedAhead()
+            defer { OpenQuestion.text = nil }
+            OpenQuestion.text = question + " [y/N] "
             tty.write(question + " [y/N] ")
             guard let answer = tty.readLine(while: stillOpen) else {
                 tty.write("(answered elsewhere)\n")
@@ -50,6 +72,7 @@ enum Terminal {
             let word = answer.trimmingCharacters(in: .whitespaces).lowercased()
             guard word == "y" || word == "yes" else { return false }
             guard let retype else { return true }
+            OpenQuestion.text = "Type '\(TerminalText.escaped(retype))' to confirm: "
             tty.write("Type '\(TerminalText.escaped(retype))' to confirm: ")
             guard let typed = tty.readLine(while: stillOpen) else {
                 tty.write("(answered elsewhere)\n")

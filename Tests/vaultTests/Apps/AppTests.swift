@@ -74,6 +74,8 @@ import VaultTestSupport
         let world = try SyncWorld()
         let watch = try Self.bobWatches(world)
         let bob = world.holders["bob"]
+        // After the objects held now, one line says they are all there.
+        try watch.waitFor(#"\{"event":"ready","seq":[0-9]+\}"#)
 
         try #require(try Self.app(world, "alice", "put", "item", "eggs", #"{"quantity":12}"#).status == 0)
         // Bounds well under the 25 s a polling watch would take, with room for a loaded machine.

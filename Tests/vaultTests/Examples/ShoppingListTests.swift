@@ -59,6 +59,9 @@ import VaultTestSupport
         let again = try Self.watch(world, "bob", log: "watch2.log")
         defer { Self.stop(again) }
         try again.waitFor("conflict: (alice|bob) also wrote")
+        // The list as it is is shown once, for all its objects (issue 47: once per object).
+        try again.waitFor("(?m)^12 eggs; [34] milk$")
+        #expect(again.log.split(separator: "\n").filter { $0.hasPrefix("12 eggs; ") || $0.hasSuffix(" milk") }.count == 1, "\(again.log)")
         try Self.list(world, "alice", "rm", "eggs")
         try again.waitFor("(?m)^[34] milk$", timeout: 12)
         Self.stop(again)

@@ -187,6 +187,28 @@ final class RelayWorld {
         #expect(try Data(contentsOf: URL(fileURLWithPath: out + "/plan.bin")) == Data(content))
     }
 
+    /// Issue 47: a message that could not be saved in --out-dir (a full disk) was a warning
+    /// with exit 0. The command now ends in an error, nothing partial is left, and once
+    /// there is room the next receive saves it.
+    @Test func aMessageThatCannotBeSavedIsAnError() throws {
+        let world = try RelayWorld()
+        let disk = try SmallDisk(kibibytes: 256)
+        let file = world.alice.directory.file("plan.bin")
+        let content = SecureRandom().bytes(400_000)
+        try Data(content).write(to: URL(fileURLWithPath: file))
+        try world.alice.ok("send", file, "--group", "team")
+        let full = try world.bob.vault.inside(disk).run(["receive", "--out-dir", disk.path])
+        #expect(full.status == 1, "\(full.stderr)")
+        #expect(full.stderr.contains("vault: error: a message could not be saved here: "), "\(full.stderr)")
+        #expect(full.stderr.contains("vault: hint: make room (or make it writable), then run 'vault receive' again"), "\(full.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: disk.outside(disk.path)).isEmpty)
+        let out = world.bob.directory.file("in")
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        let received = try world.bob.vault.run(["receive", "--out-dir", out])
+        #expect(received.status == 0, "\(received.stderr)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: out + "/plan.bin")) == Data(content))
+    }
+
     @Test func aRemovedMemberIsRefused() throws {
         let world = try RelayWorld()
         try world.bob.ok("receive")

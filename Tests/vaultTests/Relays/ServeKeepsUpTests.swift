@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 @testable import VaultCore
 import VaultTestSupport
@@ -46,12 +47,21 @@ import VaultTestSupport
         let id = try w.shareWithEmergency("passport 123", wait: "1h")
         try w.serve("bob")
         try w.serve("carol")
+        let asked = Date()
         #expect(try w.daveRecovers(id, ["--ttl", "2h"]).status == 75)
         for holder in ["bob", "carol"] { try w.serves[holder]!.waitFor("emergency request [0-9a-f]{8}: dave asks") }
         let listed = try w["alice"].vault.run("requests")
         #expect(listed.status == 0, "\(listed.stderr)")
         #expect(listed.stdout.contains("dave asks for emergency access to 'passport'"), "\(listed.stdout) \(listed.stderr)")
         #expect(listed.stderr.contains("the relays were read just now"), "\(listed.stderr)")
+        // The request is dated when dave asked (the first holder's receipt), not when alice
+        // first heard of it.
+        let shown = try w["alice"].ok("secrets", "show", id)
+        let stamp = try #require(shown.firstMatch(of: /request [0-9a-f]{8} from 'dave' \(asked ([0-9-]+ [0-9:]+)\)/)?.1, "\(shown)")
+        let format = DateFormatter()
+        format.dateFormat = "yyyy-MM-dd HH:mm:ss"
+        let when = try #require(format.date(from: String(stamp)))
+        #expect(abs(when.timeIntervalSince(asked)) < 10, "\(stamp) for a request made at \(asked)")
         // Without a way to open the keys, it says when they were last read instead.
         let words = try w["alice"].directory.write("words", Array("a long and careful passphrase\n".utf8))
         try w["alice"].ok("passphrase", "--new-passphrase-file", words)
@@ -66,14 +76,53 @@ import VaultTestSupport
         let w = try HoldersWorld(["alice", "bob", "carol", "dave"])
         let id = try w.share("the boat leaves at six", with: ["bob", "carol", "dave"])
         try w.serve("carol")
-        let recovery = try w["alice"].vault.background(["recover", id, "--wait", "--timeout", "60"], log: w.directory.file("recover.log"))
+        // Without --wait first: the hint's command to run again keeps -o (it once dropped it,
+        // and a file then met "standard output is a terminal").
+        let out = w.directory.file("boat.txt")
+        let early = try w["alice"].vault.run(["recover", id, "-o", out])
+        #expect(early.status == 75, "\(early.stderr)")
+        #expect(early.stderr.contains("vault: hint: run 'vault recover \(id.prefix(16)) -o \(out)' again once they answer"), "\(early.stderr)")
+        // Holders a group reaches are not told to be given --peer: the relays ask them.
+        #expect(early.stderr.contains("  bob: not found nearby (asked through relays if the LAN does not give enough)"), "\(early.stderr)")
+        #expect(!early.stderr.contains("use --peer"), "\(early.stderr)")
+        let recovery = try w["alice"].vault.background(["recover", id, "--wait", "--timeout", "60", "-o", out], log: w.directory.file("recover.log"))
         let asked = try w.serves["carol"]!.waitFor("release request ([0-9a-f]{8}): 'alice' asks for piece 3")
         try w["bob"].ok("approve", try w.request(at: "bob", from: "alice"))
         #expect(recovery.wait() == 0, "\(recovery.log)")
+        #expect(try String(contentsOfFile: out, encoding: .utf8) == "the boat leaves at six")
         try w.serves["carol"]!.waitFor("'alice' withdrew request \(asked): its recovery is over")
         #expect(!(try w["carol"].ok("requests")).contains(asked))
         let received = try w["dave"].vault.run("receive")
         #expect(received.stderr.contains("'alice' withdrew request"), "\(received.stderr)")
         #expect(try w["dave"].ok("requests").isEmpty)
+    }
+
+    /// With a serve beside it, `vault unlock --wait` heard of an approval only when its
+    /// relays' wait ran out (25 s): the serve had taken the answer off the relays. It now
+    /// also looks at the keystore, where the serve put it.
+    @Test func anUnlockBesideAServeSeesTheApprovalAtOnce() throws {
+        let w = try HoldersWorld(["alice", "bob", "carol"])
+        try w["alice"].ok("key", "create", "family", "--to", "bob,carol", "-k", "2")
+        for holder in ["bob", "carol"] { try w[holder].ok("approve", try w.request(at: holder, from: "alice")) }
+        try w.serve("alice")
+        let unlock = try w["alice"].vault.background(["unlock", "family", "--wait", "--timeout", "90"], log: w.directory.file("unlock.log"))
+        let request = try w.request(at: "bob", from: "alice")
+        let approved = Date()
+        try w["bob"].ok("approve", request)
+        #expect(unlock.wait() == 0, "\(unlock.log)")
+        // Well under the 25 s of a relay's wait, with room for a loaded machine.
+        #expect(Date().timeIntervalSince(approved) < 15, "\(unlock.log)")
+    }
+
+    /// A dealer's share that never went out (a share stopped part way, whose delivery left
+    /// no row) is shown as not yet reached, with the command that sends it.
+    @Test func aShareNotYetReachedSaysHowToSendIt() throws {
+        let w = try HoldersWorld(["alice", "bob", "carol"])
+        let id = try w.share("the boat leaves at six", with: ["bob", "carol"])
+        let keystore = try DatabaseQueue(path: w["alice"].vault.home + "/vault.sqlite")
+        try keystore.write { db in try db.execute(sql: "DELETE FROM share_delivery WHERE holder_label = 'carol'") }
+        let shown = try w["alice"].ok("secrets", "show", id)
+        #expect(shown.contains("carol (index 3)  not yet reached"), "\(shown)")
+        #expect(shown.contains("('vault secrets push \(id.prefix(16)) --to carol' delivers the shares not yet reached)"), "\(shown)")
     }
 }

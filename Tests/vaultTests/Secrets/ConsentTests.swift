@@ -123,6 +123,37 @@ import VaultTestSupport
         #expect(serve.finish().status == 0)
     }
 
+    /// Issue 47: a log line printed while a question waited left the question scrolled away.
+    /// The question is shown again below the line: here bob's question about the first
+    /// secret comes back after the log line of a request for the second.
+    @Test func aLogLineShowsTheOpenQuestionAgainBelowIt() throws {
+        let h = try SharedKeyTests.Holders(["alice", "bob"], serving: [], autoRelease: false)
+        let first = try h.circle.share(from: "alice", ["-", "--to", "bob", "-k", "2"])
+        let second = try h.circle.share(from: "alice", ["-", "--to", "bob", "-k", "2"])
+        let serve = try h["bob"].vault.onTerminal(["serve", "--listen", "127.0.0.1", "--port", "0", "--no-mdns"])
+        try serve.expect("as 'bob' (fingerprint ")
+        let port = try #require(serve.transcript.firstMatch(of: /listening on 127\.0\.0\.1:(\d+)/)?.1)
+        func recover(_ id: String) throws -> BackgroundProcess {
+            try h["alice"].vault.background(["recover", id, "-o", h.circle.files.file("out-\(UUID().uuidString)"), "--peer", "bob=127.0.0.1:\(port)"],
+                                            log: h.circle.files.file("recover-\(UUID().uuidString).log"))
+        }
+        let one = try recover(first)
+        let asked = try one.waitFor("waiting for bob to approve request ([0-9a-f]{8})")
+        let question = "Release your piece of \(first.prefix(16)) to 'alice' (request \(asked))? [y/N] "
+        try serve.expect(question)
+        let two = try recover(second)
+        let other = try two.waitFor("waiting for bob to approve request ([0-9a-f]{8})")
+        try serve.expect("release request \(other): ")
+        try serve.expect(question, times: 2)
+        let after = try #require(serve.transcript.range(of: "release request \(other): "))
+        #expect(serve.transcript[after.upperBound...].contains(question), "\(serve.transcript)")
+        serve.send("y")
+        #expect(one.wait() == 0, "\(one.log)")
+        serve.signal(SIGTERM)
+        _ = two.wait()
+        _ = serve.finish()
+    }
+
     /// Issue 32: a question on serve's terminal whose request was answered elsewhere is
     /// withdrawn, and the next request gets a question of its own, which the next answer
     /// typed decides. (The old question stayed, the next requests got none, and a "y" went to

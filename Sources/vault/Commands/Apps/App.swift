@@ -259,8 +259,8 @@ struct AppWatch: AsyncParsableCommand {
         commandName: "watch",
         abstract: "Print an application's objects, then each change as it happens, until stopped.",
         discussion: """
-            First every object held now (as 'put' and 'conflict' lines, all with the same seq), \
-            then a line for each change, as it happens: as soon as a relay holds one for you (the \
+            First every object held now (as 'put' and 'conflict' lines, all with the same seq; \
+            with --json, then a 'ready' line with that seq), then a line for each change, as it happens: as soon as a relay holds one for you (the \
             relays answer a waiting request the moment it comes, so nothing polls), or a program \
             on this machine writes one, which is also sent then. With --after SEQ, only the \
             changes after that sequence number (each line carries its seq): a program that \
@@ -297,6 +297,9 @@ struct AppWatch: AsyncParsableCommand {
         if start == nil {
             let (objects, through) = try await store.snapshot()
             for object in objects { try emit(object) }
+            // The end of what is held now, so that a program shows its starting state once,
+            // not once per object.
+            if json { try AppOutput.line(["event": "ready", "seq": through]) }
             start = through
         }
         try await store.watch(after: start, reporting: { Terminal.standardError("vault: warning: \($0)") }, emit)

@@ -158,6 +158,10 @@ struct Receive: AsyncParsableCommand {
             SyncRun.show(report.sync, quietWhenIdle: true)
             await HolderRun.finish(&report.holders, keystore: keystore, identity: identity)
             if !follow {
+                if let reason = sink.unsaved.first {
+                    throw CLIError.unavailable("\(sink.unsaved.count == 1 ? "a message" : "\(sink.unsaved.count) messages") could not be saved here: \(reason)",
+                                               hint: "make room (or make it writable), then run 'vault receive' again: they stay on the relays until then")
+                }
                 if report.received.isEmpty && report.resent.isEmpty && report.declined.isEmpty && report.closed.isEmpty && report.sync.isEmpty
                     && report.holders.isEmpty {
                     Terminal.standardError("no new messages")
@@ -208,9 +212,25 @@ final class ReceiveSink: MessageSink {
     /// --out-dir, once made sure of (created at the first message that goes there).
     private var directory: OutputDirectory?
 
+    /// Why messages could not be saved here (a full or read-only disk): they stay on the
+    /// relays, and the command ends in an error once it has taken the rest.
+    private(set) var unsaved: [String] = []
+
     init(outDir: String?) { self.outDir = outDir }
 
+    /// `body`, noting a failure of this machine's disk.
+    private func saving<T>(_ body: () throws -> T) throws -> T {
+        do { return try body() } catch {
+            if case VaultError.fileSystem = error { unsaved.append(Report.words(for: error)) }
+            throw error
+        }
+    }
+
     func begin(_ header: MessageHeader, sender: GroupRecord.Member, metadata: SecretMetadata) throws {
+        try saving { try start(header, sender: sender, metadata: metadata) }
+    }
+
+    private func start(_ header: MessageHeader, sender: GroupRecord.Member, metadata: SecretMetadata) throws {
         let toStandardOutput = outDir == nil && header.type != .file
         if !toStandardOutput {
             if let outDir, directory == nil { directory = try OutputDirectory(outDir) }
@@ -228,16 +248,18 @@ final class ReceiveSink: MessageSink {
     }
 
     func write(_ bytes: UnsafeRawBufferPointer) throws {
-        try presenter?.write(bytes)
+        try saving { try presenter?.write(bytes) }
     }
 
     func commit() throws -> String {
         defer { discard() }
-        try presenter?.finish()
-        for line in fields where !line.hasPrefix("file name: ") { Terminal.standardError(line) }
-        guard let file else { return "printed" }
-        try file.commit()
-        return file.path
+        return try saving {
+            try presenter?.finish()
+            for line in fields where !line.hasPrefix("file name: ") { Terminal.standardError(line) }
+            guard let file else { return "printed" }
+            try file.commit()
+            return file.path
+        }
     }
 
     func discard() {

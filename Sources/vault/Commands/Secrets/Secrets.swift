@@ -129,6 +129,11 @@ struct SecretsShow: ParsableCommand {
             let state = holder.state.map { "  \($0)" + (holder.via.map { " (\($0))" } ?? "") } ?? ""
             print("\(number == 0 ? "holders      " : "             ")\(TerminalText.escaped(holder.label)) (index \(holder.index))\(state)")
         }
+        let unreached = info.holders.filter { $0.state == ShareDelivery.State.notYetReached.rawValue }.map(\.label)
+        if !unreached.isEmpty {
+            print("             ('vault secrets push \(info.id.prefix(16)) --to \(ShellWord.quoted(unreached.joined(separator: ",")))' "
+                  + "delivers the shares not yet reached)")
+        }
         if let replaces = info.replaces { print("replaces     \(replaces)") }
         if let keyID = info.keyID { print("key id       \(keyID)") }
         print("auto-release \(info.autoRelease.isEmpty ? "nobody: every request waits for your consent" : info.autoRelease.joined(separator: ", "))")
@@ -281,7 +286,10 @@ struct SecretJSON: Encodable {
         holders = peers.compactMap { peer -> Holder? in
             guard let index = h.index(of: peer.card.agreementKey), index != h.holderIndex else { return nil }
             let delivery = deliveries.first { $0.holderKey == peer.card.agreementKey }
-            return Holder(label: peer.label.value, index: index, state: delivery?.state.rawValue, via: delivery?.via, updatedAt: delivery?.updated)
+            // A dealer's share with no word of its delivery (a share stopped before it went
+            // out) is one not yet reached, as `vault secrets push` sees it.
+            let state = delivery?.state.rawValue ?? (secret.role == .dealer ? ShareDelivery.State.notYetReached.rawValue : nil)
+            return Holder(label: peer.label.value, index: index, state: state, via: delivery?.via, updatedAt: delivery?.updated)
         }.sorted { $0.index < $1.index }
         replaces = h.replaces?.hex
         keyID = h.keyID?.hex

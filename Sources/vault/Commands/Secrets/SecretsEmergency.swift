@@ -105,7 +105,7 @@ enum EmergencyLines {
         }
         for request in info.requests {
             let decided = request.decision.map { ", you \($0) it" } ?? ""
-            lines.append("  request \(request.id) from '\(TerminalText.escaped(request.trustee))' (\(DateWords.short(request.firstSeen)))\(decided):")
+            lines.append("  request \(request.id) from '\(TerminalText.escaped(request.trustee))' (asked \(DateWords.release(request.asked)))\(decided):")
             for holder in request.holders {
                 let when = holder.state == "waiting" ? ", releases \(DateWords.release(holder.releaseAt))" : ""
                 lines.append("    \(TerminalText.escaped(holder.label)): \(holder.state)\(when)"
@@ -139,7 +139,9 @@ struct EmergencyJSON: Encodable {
     struct Request: Encodable {
         let id: String
         let trustee: String
+        /// When you first heard of it, and when the trustee asked (the first holder's receipt).
         let firstSeen: Date
+        let asked: Date
         let decision: String?
         let holders: [Holder]
     }
@@ -166,7 +168,7 @@ struct EmergencyJSON: Encodable {
         holders = try keystore.emergencyRoles(secretRow: row).filter { $0.issued == stored.rule.issued }
             .map { Role(label: $0.holderLabel, state: $0.state.rawValue, via: $0.via) }
         requests = watches.map { watch in
-            Request(id: watch.id, trustee: watch.trusteeLabel, firstSeen: watch.firstSeen, decision: watch.decision?.rawValue,
+            Request(id: watch.id, trustee: watch.trusteeLabel, firstSeen: watch.firstSeen, asked: watch.asked, decision: watch.decision?.rawValue,
                     holders: watch.holders.map { Holder(label: $0.label, state: $0.state.rawValue, receivedAt: $0.received,
                                                         releaseAt: $0.releaseAt, decisionSent: $0.decisionSent) })
         }

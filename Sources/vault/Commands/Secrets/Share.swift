@@ -78,7 +78,10 @@ struct Share: AsyncParsableCommand {
             throw ValidationError("--emergency needs the holders reached: with --out-dir, set it with 'vault secrets emergency' once they hold their shares")
         }
         let trustee = try choice.map { try keystore.peer(named: $0.label) }
-        let addresses = outDir == nil && group == nil ? try await reach.addresses(for: try keystore.peers(), discovering: peers) : [:]
+        // The holders nearby are looked for (mDNS, up to 2 s) while the passphrase is typed,
+        // not before it is asked.
+        let everyone = try keystore.peers(), browsing = outDir == nil && group == nil, reach = self.reach
+        async let found = browsing ? reach.addresses(for: everyone, discovering: peers) : [:]
         if description.isEmpty == false {
             Terminal.standardError("vault: note: the description is public: every holder's bundle carries it in the clear")
         }
@@ -96,6 +99,7 @@ struct Share: AsyncParsableCommand {
             }
         }
         let layerPassword = try input.password(prompt: "Password for the secret: ")
+        let addresses = try await found
         let request = ShareRequest(type: secretType, metadata: try fields.metadata(for: secretType, file: file),
                                    description: description, threshold: threshold, holders: holders,
                                    publishLabels: labels, password: layerPassword, scrypt: try passwordLayer.scrypt.parameters())
