@@ -156,6 +156,9 @@ let package = Package(
             exclude: ["Noise/Vectors"],
             swiftSettings: strict
         ),
+        // The relay client alone: what it decides without a relay (RelayRound's count of
+        // relays read, a recovery's wait on the keystore).
+        .testTarget(name: "VaultRelayClientTests", dependencies: ["VaultRelayClient", "VaultCore", "VaultTestSupport"], swiftSettings: strict),
         .testTarget(
             name: "vaultTests",
             // GRDB to run SQLite's integrity check on keystores left by killed processes and to alter a
