@@ -304,9 +304,10 @@ public enum Messenger {
         var report = ReceiveReport()
         if refreshingGroups { await refreshGroups(keystore: keystore, identity: identity, report: &report) }
         let groups = try groupName.map { [try keystore.group(named: $0)] } ?? keystore.groups()
-        let spool = try Spool(home: keystore.home)
         var round = RelayRound()
         for group in groups {
+            // Made for a group's messages only: in no group, nothing is made on disk.
+            let spool = try Spool(home: keystore.home)
             let connections = group.relays.map { RelayConnection($0, identity: identity) }
             // Which relays list which message of this group.
             var listed: [[UInt8]: [Int]] = [:]
