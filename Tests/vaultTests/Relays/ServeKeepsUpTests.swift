@@ -125,4 +125,42 @@ import VaultTestSupport
         #expect(shown.contains("carol (index 3)  not yet reached"), "\(shown)")
         #expect(shown.contains("('vault secrets push \(id.prefix(16)) --to carol' delivers the shares not yet reached)"), "\(shown)")
     }
+
+    /// `vault key create --group` asked for the passphrase twice (the share, then the tie to
+    /// the group): once now.
+    @Test func aKeyCreatedForAGroupAsksThePassphraseOnce() throws {
+        let w = try HoldersWorld(["alice", "bob", "carol"])
+        let words = try w["alice"].directory.write("words", Array("a long and careful passphrase\n".utf8))
+        try w["alice"].ok("passphrase", "--new-passphrase-file", words)
+        let session = try w["alice"].vault.interactive("key", "create", "family", "--to", "bob,carol", "-k", "2", "--group", "friends")
+        try session.expect("Passphrase for alice: ")
+        session.send("a long and careful passphrase")
+        let done = session.finish()
+        #expect(done.status == 0, "\(done.stderr)")
+        #expect(session.transcript.components(separatedBy: "Passphrase for alice: ").count == 2, "\(session.transcript)")
+        #expect(try w["alice"].ok("keys", "list").contains("family"))
+    }
+
+    /// `--dealer` for a secret held here said "a secret you hold no share of is named by its
+    /// whole id"; it says what is wrong now. A relay in plain HTTP beyond loopback warns, and
+    /// says when it stops.
+    @Test func wordsForTwoMistakes() throws {
+        let w = try HoldersWorld(["alice", "bob", "carol"])
+        let id = try w.share("the boat leaves at six", with: ["bob", "carol"])
+        try w["bob"].ok("secrets", "rename", id, "boat")
+        let held = try w["bob"].fails("recover", "boat", "--dealer", "alice", "--from", "carol")
+        #expect(held.contains("vault: error: you hold a share of boat (\(id.prefix(16))): --dealer and --from are for a secret you hold no share of"),
+                "\(held)")
+        #expect(held.contains("vault: hint: 'vault recover boat' asks its holders with your share"), "\(held)")
+
+        let (inside, other) = try NetworkNamespace.linked()
+        defer { withExtendedLifetime(other) {} }
+        let (tool, arguments) = inside.wrap(VaultBinary.path, ["relay", "serve", "--listen", "10.231.0.1:0", "--store", "sqlite:" + w.directory.file("wide.db")])
+        let relay = try BackgroundProcess(tool, arguments, environment: [:], logPath: w.directory.file("wide.log"))
+        try relay.waitFor("listening on ")
+        try relay.waitFor("vault: warning: serving plain HTTP on 10.231.0.1, beyond this machine")
+        #expect(relay.log.contains("vault: hint: give --tls-cert and --tls-key"), "\(relay.log)")
+        #expect(relay.stop(SIGTERM) == 0)
+        #expect(relay.log.contains("vault relay: stopped"), "\(relay.log)")
+    }
 }

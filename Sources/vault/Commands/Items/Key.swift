@@ -52,11 +52,10 @@ struct KeyCreate: AsyncParsableCommand {
         if let outDir { arguments += ["--out-dir", outDir] }
         arguments += reach.peers.flatMap { ["--peer", $0] }
         let share = try Share.parse(arguments)
-        try await share.run()
-        if let group {
-            let keystore = try home.openKeystore()
-            try await sync.tie(try keystore.sharedKey(matching: name), group: group.name.value, keystore: keystore,
-                               identity: try keys.unlock(keystore))
+        // The keys opened for the share tie the key to its group: the passphrase is asked once.
+        try await share.share { [name, sync] keystore, identity in
+            guard let group else { return }
+            try await sync.tie(try keystore.sharedKey(matching: name), group: group.name.value, keystore: keystore, identity: identity)
         }
     }
 }

@@ -63,7 +63,11 @@ struct Share: AsyncParsableCommand {
 
     @OptionGroup var progress: ProgressOption
 
-    func run() async throws {
+    func run() async throws { try await share() }
+
+    /// Shares as the options say; `then` runs once it is done, with the keys opened for it
+    /// (`vault key create --group` ties the new key to its group without asking again).
+    func share(then: ((Keystore, Identity) async throws -> Void)? = nil) async throws {
         let secretType = try resolvedType()
         let keystore = try home.openKeystore()
         let names = to.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
@@ -128,6 +132,7 @@ struct Share: AsyncParsableCommand {
             }
         }
         if let undelivered { throw undelivered }
+        try await then?(keystore, identity)
     }
 
     private func resolvedType() throws -> SecretType {
