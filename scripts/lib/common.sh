@@ -20,8 +20,10 @@ BUILD_PACKAGES=(pkg-config libsodium-dev libssl-dev libqrencode-dev libzbar-dev 
 TEST_PACKAGES=(zbar-tools libjpeg-turbo-progs python3 python3-nacl python3-cryptography python3-venv iproute2
                avahi-daemon avahi-utils dbus-daemon util-linux xdg-utils
                man-db zsh fish systemd desktop-file-utils postgresql openssl chromium swtpm tpm2-tools binutils)
-# Independent peers from PyPI, in a virtualenv (Debian's Python refuses system-wide pip).
-TEST_PYPI=(noiseprotocol==0.3.1 zeroconf==0.154.0)
+# Independent peers from PyPI, in a virtualenv (Debian's Python refuses system-wide pip);
+# shamir-mnemonic is Trezor's reference SLIP-39 (its library and its `shamir` command, which
+# needs click).
+TEST_PYPI=(noiseprotocol==0.3.1 zeroconf==0.154.0 shamir-mnemonic==0.3.0 click==8.1.8)
 
 if [ -t 2 ] && [ -z "${NO_COLOR:-}" ]; then
   say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
@@ -60,7 +62,8 @@ ensure_packages() {
 
 # ensure_venv: .build-venv/ with TEST_PYPI, made once (it is ignored by git).
 ensure_venv() {
-  if ! .build-venv/bin/python -c 'import noise, zeroconf' 2>/dev/null; then
+  # Every package is imported, so a venv made before one was added is made anew.
+  if ! .build-venv/bin/python -c 'import noise, zeroconf, shamir_mnemonic, click' 2>/dev/null; then
     say "installing ${TEST_PYPI[*]} into .build-venv"
     rm -rf .build-venv
     /usr/bin/python3 -m venv .build-venv

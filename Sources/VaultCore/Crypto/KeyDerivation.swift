@@ -30,10 +30,27 @@ public enum KeyDerivation {
 
     /// PBKDF2-HMAC-SHA-256 of `password` into `output`.
     static func pbkdf2(password: UnsafeRawBufferPointer, salt: [UInt8], iterations: Int, into output: UnsafeMutableRawBufferPointer) {
-        let status = PKCS5_PBKDF2_HMAC(password.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(password.count),
-                                       salt, Int32(salt.count), Int32(iterations), EVP_sha256(), Int32(output.count),
-                                       output.bindMemory(to: UInt8.self).baseAddress)
+        salt.withUnsafeBytes { pbkdf2(password: password, salt: $0, iterations: iterations, into: output) }
+    }
+
+    /// PBKDF2-HMAC-SHA-256 with a salt in locked memory (SLIP-39's rounds salt with half the
+    /// secret).
+    static func pbkdf2(password: UnsafeRawBufferPointer, salt: UnsafeRawBufferPointer, iterations: Int,
+                       into output: UnsafeMutableRawBufferPointer) {
+        var empty: UInt8 = 0
+        let status = withUnsafeMutablePointer(to: &empty) { empty in
+            PKCS5_PBKDF2_HMAC(password.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(password.count),
+                              salt.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? UnsafePointer(empty), Int32(salt.count),
+                              Int32(iterations), EVP_sha256(), Int32(output.count), output.bindMemory(to: UInt8.self).baseAddress)
+        }
         precondition(status == 1, "OpenSSL failed to run PBKDF2")
+    }
+
+    /// HMAC-SHA-256 of `message` under `key` into `output` (32 bytes), all of them possibly
+    /// secret (SLIP-39's digest share is keyed with random bytes over the shared secret).
+    static func hmacSHA256(key: UnsafeRawBufferPointer, message: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) {
+        Sodium.ready
+        hmac(key: key, [message], into: output)
     }
 
     /// HMAC-SHA-256 of `message` under `key`.

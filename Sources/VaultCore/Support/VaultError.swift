@@ -181,6 +181,16 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
     /// the rules, a value too large or not JSON.
     case invalidAppObject(String)
 
+    // SLIP-39 words and printed recovery kits.
+    /// Mnemonics that were typed or pasted are refused: the text names the mnemonic and,
+    /// where it can, the word.
+    case invalidWords(String)
+    /// A secret or a set of holders that SLIP-39 cannot carry (its size, its type, more than
+    /// 16 holders); the text names the limit.
+    case wordsDoNotFit(String)
+    /// A recovery kit's QR codes are refused, or do not make a whole share; the text says why.
+    case invalidKit(String)
+
     // Bugs.
     /// A step that should never fail did, with an error vault's code did not turn into one
     /// of the cases above; the text is that error in words (``words(for:)``).
@@ -282,6 +292,9 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
         case .itemDoesNotOpen: "the item does not open under its key: it was altered, or made under another key"
         case .badArmor(let detail): "not a vault item: \(detail)"
         case .invalidAppObject(let detail): detail
+        case .invalidWords(let detail): detail
+        case .wordsDoNotFit(let detail): "SLIP-39 words cannot carry this: \(detail)"
+        case .invalidKit(let detail): "not a usable recovery kit: \(detail)"
         case .unexpected(let detail): "unexpected failure: \(detail); please report it"
         }
     }
