@@ -224,6 +224,18 @@ enum Report {
             "vault writes its keystore's directory even to read it (the log beside the database): it must be yours and writable"
         case .fileSystem(_, let reason):
             fileSystemHint(reason)
+        case .invalidWords(let detail) where detail.contains("passphrase is printable ASCII"):
+            "SLIP-39 passphrases are plain ASCII so that every implementation reads them alike; choose one without accents or symbols beyond ASCII"
+        case .invalidWords(let detail) where detail.contains("more are needed") || detail.contains("groups are complete"):
+            "give the other holders' mnemonics too, one a line (or separated by empty lines)"
+        case .invalidWords:
+            "check the words against the paper: each is one of SLIP-39's 1024 words, and their order matters"
+        case .wordsDoNotFit:
+            "share it as vault shares only ('vault secrets kit' prints those on paper for any size the page holds)"
+        case .invalidKit(let detail) where detail.contains("more needed") || detail.contains("codes are missing"):
+            "scan the other pages too: give every image with --image, in any order"
+        case .invalidKit:
+            "scan the kit's codes again, from a sharper picture of the printed page"
         default:
             nil
         }
