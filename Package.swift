@@ -40,6 +40,8 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         // Intel's ISA-L for the dispersal's erasure coding (Docs/DECISIONS.md, "Format v2").
         .systemLibrary(name: "CISAL", pkgConfig: "libisal", providers: [.apt(["libisal-dev"])]),
+        // cairo for the printed recovery kits' PDF pages (Docs/DECISIONS.md, "Recovery kits").
+        .systemLibrary(name: "CCairo", pkgConfig: "cairo", providers: [.apt(["libcairo2-dev"])]),
         // libpng and libjpeg report errors by longjmp, which Swift cannot catch:
         // a small C shim keeps every setjmp on the C side.
         .target(
@@ -62,7 +64,7 @@ let package = Package(
         .target(
             name: "VaultCore",
             dependencies: [
-                "CSodium", "COpenSSL", "CQRencode", "CZbar", "CVaultImage", "CISAL", "CVaultFile", "CVaultTPM",
+                "CSodium", "COpenSSL", "CQRencode", "CZbar", "CVaultImage", "CISAL", "CVaultFile", "CVaultTPM", "CCairo",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: strict
@@ -184,6 +186,8 @@ if Context.environment["VAULT_FUZZ"] == "1" {
         ("FuzzGroupRecord", ["VaultCore"]), ("FuzzMessageShare", ["VaultCore"]), ("FuzzItemChange", ["VaultCore"]),
         ("FuzzObjectMessage", ["VaultCore"]), ("FuzzLink", ["VaultCore", "VaultRelayProtocol"]),
         ("FuzzRelayRequest", ["VaultCore", "VaultRelayProtocol"]),
+        // Issue 50: typed SLIP-39 mnemonics, and a recovery kit's scanned codes.
+        ("FuzzMnemonic", ["VaultCore"]), ("FuzzKitCode", ["VaultCore"]),
     ]
     for (name, dependencies) in targets {
         package.targets.append(.executableTarget(name: name, dependencies: dependencies + ["FuzzSupport"], path: "Fuzz/Targets/\(name)",

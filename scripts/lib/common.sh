@@ -3,8 +3,9 @@
 
 # What building needs (the C libraries behind the system-library targets; libtss2-dev for the
 # TPM's headers, its libraries being loaded at run time).
+# libcairo2-dev for the recovery kits' PDF pages (CCairo), with fonts-dejavu-core for their text.
 BUILD_PACKAGES=(pkg-config libsodium-dev libssl-dev libqrencode-dev libzbar-dev libsqlite3-dev libpng-dev libjpeg62-turbo-dev libisal-dev
-                libtss2-dev)
+                libtss2-dev libcairo2-dev fonts-dejavu-core)
 # What the tests use besides: zbarimg and cjpeg as independent decoders and encoders, and
 # Debian's Python with PyNaCl and cryptography (AES-GCM) for an independent implementation
 # of the bundle format;
@@ -16,10 +17,13 @@ BUILD_PACKAGES=(pkg-config libsodium-dev libssl-dev libqrencode-dev libzbar-dev 
 # openssl, for the relay TLS test's own certificate authority; and chromium, the real
 # browser that opens share links in the link page tests (Tests/Interop/browser.py); swtpm,
 # the software TPM the TPM tests start (SoftwareTPM), and tpm2-tools to change it under them
-# (PCRs, dictionary-attack parameters) and to read what a test needs; binutils for readelf.
+# (PCRs, dictionary-attack parameters) and to read what a test needs; binutils for readelf;
+# poppler-utils (pdftoppm, pdftotext) to render the recovery kits as a printer would and read
+# their text back.
 TEST_PACKAGES=(zbar-tools libjpeg-turbo-progs python3 python3-nacl python3-cryptography python3-venv iproute2
                avahi-daemon avahi-utils dbus-daemon util-linux xdg-utils
-               man-db zsh fish systemd desktop-file-utils postgresql openssl chromium swtpm tpm2-tools binutils)
+               man-db zsh fish systemd desktop-file-utils postgresql openssl chromium swtpm tpm2-tools binutils
+               poppler-utils)
 # Independent peers from PyPI, in a virtualenv (Debian's Python refuses system-wide pip);
 # shamir-mnemonic is Trezor's reference SLIP-39 (its library and its `shamir` command, which
 # needs click).

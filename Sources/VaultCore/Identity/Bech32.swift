@@ -64,16 +64,56 @@ enum Bech32 {
         return (String(decoding: hrp, as: UTF8.self), data)
     }
 
-    private static func polymod(_ values: [UInt8]) -> UInt32 {
+    /// The checksum's state after `values`, from `start`; its generator terms are masked in,
+    /// not chosen by a branch, since a recovery kit's values are a key share.
+    static func polymod(_ values: some Sequence<UInt8>, start: UInt32 = 1) -> UInt32 {
         let generator: [UInt32] = [0x3b6a_57b2, 0x2650_8e6d, 0x1ea1_19fa, 0x3d42_33dd, 0x2a14_62b3]
-        var check: UInt32 = 1
+        var check = start
         for value in values {
             let top = check >> 25
             check = (check & 0x1ff_ffff) << 5 ^ UInt32(value)
-            for i in 0..<5 where (top >> i) & 1 == 1 { check ^= generator[i] }
+            for i in 0..<5 { check ^= generator[i] & (0 &- ((top >> UInt32(i)) & 1)) }
         }
         return check
     }
+
+    /// Encodes bytes in locked memory as uppercase text in locked memory, for the QR codes
+    /// of a recovery kit, which carry a key share.
+    static func encodeUppercase(hrp: String, data: SecureBytes) -> SecureBytes {
+        let hrpBytes = Array(hrp.utf8)
+        let count = (8 * data.count + 4) / 5
+        let values = SecureBytes(count: count)
+        values.withUnsafeMutableBytes { out in
+            data.withUnsafeBytes { bytes in
+                var accumulator: UInt32 = 0, bits = 0, next = 0
+                for byte in bytes {
+                    accumulator = accumulator << 8 | UInt32(byte)
+                    bits += 8
+                    while bits >= 5 {
+                        bits -= 5
+                        out[next] = UInt8(accumulator >> UInt32(bits) & 31)
+                        next += 1
+                    }
+                    accumulator &= (1 << UInt32(bits)) - 1
+                }
+                if bits > 0 { out[next] = UInt8(accumulator << UInt32(5 - bits) & 31) }
+            }
+        }
+        let state = values.withUnsafeBytes { polymod($0, start: polymod(expand(hrpBytes))) }
+        let mod = polymod([0, 0, 0, 0, 0, 0], start: state) ^ 1
+        let text = SecureBytes(count: hrpBytes.count + 1 + count + 6)
+        text.withUnsafeMutableBytes { out in
+            for (i, byte) in hrpBytes.enumerated() { out[i] = byte & ~0x20 }
+            out[hrpBytes.count] = UInt8(ascii: "1")
+            values.withUnsafeBytes { values in
+                for (i, value) in values.enumerated() { out[hrpBytes.count + 1 + i] = uppercase(alphabet[Int(value)]) }
+            }
+            for i in 0..<6 { out[hrpBytes.count + 1 + count + i] = uppercase(alphabet[Int((mod >> (5 * (5 - UInt32(i)))) & 31)]) }
+        }
+        return text
+    }
+
+    private static func uppercase(_ character: UInt8) -> UInt8 { (0x61...0x7a).contains(character) ? character & ~0x20 : character }
 
     private static func expand(_ hrp: [UInt8]) -> [UInt8] {
         hrp.map { $0 >> 5 } + [0] + hrp.map { $0 & 31 }

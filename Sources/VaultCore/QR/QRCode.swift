@@ -21,6 +21,23 @@ public struct QRCode: Sendable {
         modules = (0..<width * width).map { symbol.pointee.data[$0] & 1 == 1 }
     }
 
+    /// Encodes text held in locked memory (a recovery kit's code, which carries a key
+    /// share), at error-correction level `level` (M unless asked; a kit's codes take Q,
+    /// for paper that folds and fades). libqrencode's own buffers are freed unwiped: the
+    /// code is a picture of the share anyway, printed on purpose.
+    init(text: SecureBytes, level: QRecLevel = QR_ECLEVEL_M) throws(VaultError) {
+        let terminated = SecureBytes(count: text.count + 1)
+        terminated.withUnsafeMutableBytes { out in text.withUnsafeBytes { out.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: $0.count) } }
+        let symbol = terminated.withUnsafeBytes { bytes in
+            QRcode_encodeString(bytes.baseAddress!.assumingMemoryBound(to: CChar.self), 0, level, QR_MODE_8, 1)
+        }
+        guard let symbol else { throw .qrPayloadTooLarge(text.count) }
+        defer { QRcode_free(symbol) }
+        let width = Int(symbol.pointee.width)
+        size = width
+        modules = (0..<width * width).map { symbol.pointee.data[$0] & 1 == 1 }
+    }
+
     init(size: Int, modules: [Bool]) {
         self.size = size
         self.modules = modules

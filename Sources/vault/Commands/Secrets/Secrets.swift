@@ -7,7 +7,7 @@ struct SecretsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "secrets",
         abstract: "Manage the shares this machine holds.",
-        subcommands: [SecretsImport.self, SecretsList.self, SecretsShow.self, SecretsRename.self, SecretsRemove.self, SecretsRelease.self, SecretsPush.self, SecretsAutoRelease.self, SecretsEmergency.self, SecretsExportWords.self]
+        subcommands: [SecretsImport.self, SecretsList.self, SecretsShow.self, SecretsRename.self, SecretsRemove.self, SecretsRelease.self, SecretsPush.self, SecretsAutoRelease.self, SecretsEmergency.self, SecretsExportWords.self, SecretsKit.self]
     )
 }
 
