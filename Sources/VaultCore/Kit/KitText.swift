@@ -104,8 +104,10 @@ public struct KitContent {
                     + "\(wordsRule), with no vault at all.",
                 "For example with Trezor's free reference program, on a computer with Python:",
                 "$ pip install 'shamir-mnemonic[cli]'",
-                "$ shamir recover",
-                "It asks for each holder's words in turn (the first four letters of each word are enough) and prints the secret in hexadecimal. "
+                // The reference asks for a passphrase only when told to (-p), and wants whole words.
+                wordsPassphrase ? "$ shamir recover -p" : "$ shamir recover",
+                "It asks for each holder's words in turn (type every word in full, in order)"
+                    + (wordsPassphrase ? ", then for the passphrase," : "") + " and prints the secret in hexadecimal. "
                     + (header.type == .key ? "For this key, the hexadecimal is the key itself."
                         : "For this note, turn the hexadecimal back into text, for example with:"),
             ]
@@ -114,12 +116,12 @@ public struct KitContent {
                 paragraphs.append("This holder's part is split in turn: any \(wordsGroupThreshold) of its \(words.count) word lists rebuild it.")
             }
             paragraphs.append(wordsPassphrase
-                ? "These words were made with a SLIP-39 passphrase, which the dealer keeps apart; the program asks for it. A wrong passphrase gives a wrong secret without any warning."
-                : "These words were made without a passphrase: when the program asks for one, give none (press Enter).")
+                ? "These words were made with a SLIP-39 passphrase, which the dealer keeps apart; -p makes the program ask for it. A wrong passphrase gives a wrong secret without any warning."
+                : "These words were made without a passphrase: if a program asks for one, give none (press Enter).")
             if header.passwordProtected {
                 paragraphs.append("The password that locks the secret in vault does not lock the words: they open it with the SLIP-39 passphrase alone.")
             }
-            paragraphs.append("vault reads the words back too: 'vault recover-words', then type or paste them.")
+            paragraphs.append("vault reads the words back too: 'vault recover-words', then type or paste them (there, the first four letters of a word are enough).")
             out.append(("How to recover without vault, from the words", paragraphs))
         } else if let noWordsReason {
             out.append(("Without vault", [

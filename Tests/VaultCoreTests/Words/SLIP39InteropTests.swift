@@ -135,6 +135,15 @@ import VaultTestSupport
         let recovery = try ProcessRunner.run(Self.shamir, ["recover"], stdin: Array(typed.utf8))
         #expect(recovery.status == 0, "\(recovery.stdout)\(recovery.stderr)")
         #expect(recovery.stdout.contains(secret.hex), "\(recovery.stdout)")
+
+        // Under a passphrase, as a kit's instructions say: `shamir recover -p` asks for it
+        // after the words (twice), and without -p it would use the empty one.
+        let locked = try SLIP39.split(SecureBytes(copying: secret), passphrase: SecureBytes(copying: Array("TREZOR".utf8)),
+                                      scheme: .single(threshold: 2, count: 3))
+        let lockedTyped = [locked[0][1], locked[0][2]].map { text($0) + "\n" }.joined() + "TREZOR\nTREZOR\n"
+        let unlocked = try ProcessRunner.run(Self.shamir, ["recover", "-p"], stdin: Array(lockedTyped.utf8))
+        #expect(unlocked.status == 0, "\(unlocked.stdout)\(unlocked.stderr)")
+        #expect(unlocked.stdout.contains(secret.hex), "\(unlocked.stdout)")
     }
 }
 
