@@ -79,6 +79,41 @@ import VaultTestSupport
         #expect(one.contains("read 1 kit of the 2 needed"), "\(one)")
     }
 
+    /// A kit whose piece was altered (a code re-encoded with one byte changed, as a forger
+    /// would, so the code's own checksum holds) is refused, and nothing is written.
+    @Test func anAlteredKitIsRefused() throws {
+        let circle = try Circle(["alice", "bob"])
+        let file = try circle.files.write("note.txt", Array("a note that two kits rebuild\n".utf8))
+        let id = try circle.share(from: "alice", [file, "--to", "bob", "-k", "2"])
+        var codes: [String] = []
+        for label in ["alice", "bob"] {
+            let out = circle.files.file("kits-\(label)")
+            try circle[label].ok(["secrets", "kit", id, "--out-dir", out])
+            codes += try Self.render(out + "/\(id.prefix(16))-\(label).pdf", into: circle.files, name: "page-\(label)").flatMap(Self.zbar)
+        }
+        // The last code of bob's kit ends with his piece (and his name): change a piece byte.
+        let last = codes.count - 1
+        var (hrp, data) = try Bech32.decode(codes[last], maximumLength: 2000)
+        data[data.count - 1 - 1 - "bob".utf8.count] ^= 0x01
+        codes[last] = Bech32.encode(hrp: hrp, data: data).uppercased()
+        var collector = KitCodes.Collector()
+        for code in codes { try collector.add(Array(code.utf8)) }
+        let shares = try collector.shares().complete
+        #expect(shares.count == 2)
+        let refused = #expect(throws: VaultError.self) {
+            try KitRecovery.recover(shares, password: { throw VaultError.passwordRequired }, output: { _ in })
+        }
+        #expect("\(refused!)".contains("holder 2's kit is forged or damaged: its piece does not match the dealer's commitment"), "\(refused!)")
+        // The same through the binary, from images of the codes.
+        let images = try codes.enumerated().map { number, code in
+            try circle.files.write("code-\(number).png", try QRCode(text: code).png(scale: 4))
+        }
+        let output = circle.files.file("recovered")
+        let message = try User().fails(["scan", "-o", output] + images.flatMap { ["--image", $0] })
+        #expect(message.contains("forged or damaged"), "\(message)")
+        #expect(!FileManager.default.fileExists(atPath: output))
+    }
+
     @Test func aKitWithWordsAndTheInstructionsToUseThemWithoutVault() throws {
         let (circle, id, key) = try WordsCommandTests.sharedKey()
         let out = circle.files.file("kits")
