@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import Testing
 @testable import VaultCore
+@testable import VaultHolders
 @testable import VaultRelayClient
 import VaultTestSupport
 
