@@ -10,6 +10,7 @@ let package = Package(
     products: [
         .executable(name: "vault", targets: ["vault"]),
         .library(name: "VaultCore", targets: ["VaultCore"]),
+        .library(name: "VaultHolders", targets: ["VaultHolders"]),
         .library(name: "VaultNet", targets: ["VaultNet"]),
         .library(name: "VaultRelay", targets: ["VaultRelay"]),
         .library(name: "VaultRelayClient", targets: ["VaultRelayClient"]),
@@ -69,10 +70,19 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The holder protocol (Docs/ARCHITECTURE.md): the requests a holder is asked, their
+        // lifecycle and checks, the consent queue, emergency access, and the records holders
+        // send each other. Below both transports: the LAN (VaultNet) and the relays
+        // (VaultRelayClient) carry it, and neither is known here.
+        .target(
+            name: "VaultHolders",
+            dependencies: ["VaultCore", "CSodium", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: strict
+        ),
         .target(
             name: "VaultNet",
             dependencies: [
-                "VaultCore", "CSodium",
+                "VaultCore", "VaultHolders", "CSodium",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
@@ -107,7 +117,7 @@ let package = Package(
         .target(
             name: "VaultRelayClient",
             dependencies: [
-                "VaultCore", "VaultRelayProtocol",
+                "VaultCore", "VaultHolders", "VaultRelayProtocol",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -122,7 +132,7 @@ let package = Package(
         .executableTarget(
             name: "vault",
             dependencies: [
-                "VaultCore", "VaultNet", "VaultRelay", "VaultRelayClient", "VaultSync", "CVaultProcess",
+                "VaultCore", "VaultHolders", "VaultNet", "VaultRelay", "VaultRelayClient", "VaultSync", "CVaultProcess",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: [.swiftLanguageMode(.v5)] + strict
@@ -150,7 +160,7 @@ let package = Package(
         .testTarget(
             name: "VaultNetTests",
             dependencies: [
-                "VaultNet", "VaultCore", "VaultTestSupport",
+                "VaultNet", "VaultHolders", "VaultCore", "VaultTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -160,14 +170,16 @@ let package = Package(
         ),
         // The relay client alone: what it decides without a relay (RelayRound's count of
         // relays read, a recovery's wait on the keystore).
-        .testTarget(name: "VaultRelayClientTests", dependencies: ["VaultRelayClient", "VaultCore", "VaultTestSupport"], swiftSettings: strict),
+        .testTarget(name: "VaultRelayClientTests", dependencies: ["VaultRelayClient", "VaultHolders", "VaultCore", "VaultTestSupport"],
+                    swiftSettings: strict),
+        .testTarget(name: "VaultHoldersTests", dependencies: ["VaultHolders", "VaultCore", "VaultTestSupport"], swiftSettings: strict),
         .testTarget(
             name: "vaultTests",
             // GRDB to run SQLite's integrity check on keystores left by killed processes and to alter a
             // relay's stored share; VaultRelayProtocol to sign requests by hand; VaultRelayClient for
             // the waiting list's client function and to send holder messages no command would (a
             // replayed or redirected request).
-            dependencies: ["VaultCore", "VaultRelayProtocol", "VaultRelayClient", "VaultTestSupport",
+            dependencies: ["VaultCore", "VaultHolders", "VaultRelayProtocol", "VaultRelayClient", "VaultTestSupport",
                            .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: strict
         ),
@@ -181,7 +193,7 @@ if Context.environment["VAULT_FUZZ"] == "1" {
         ("FuzzKeyCard", ["VaultCore"]), ("FuzzQRText", ["VaultCore"]), ("FuzzBundle", ["VaultCore"]),
         ("FuzzReleasedPiece", ["VaultCore"]), ("FuzzItem", ["VaultCore"]), ("FuzzPasswordLayer", ["VaultCore"]),
         ("FuzzNoise", ["VaultNet", "VaultCore"]), ("FuzzPeerMessage", ["VaultNet", "VaultCore"]),
-        ("FuzzDNS", ["VaultNet"]), ("FuzzURL", ["VaultCore"]), ("FuzzHolderRecord", ["VaultCore"]),
+        ("FuzzDNS", ["VaultNet"]), ("FuzzURL", ["VaultCore"]), ("FuzzHolderRecord", ["VaultCore", "VaultHolders"]),
         // Issue 37: the relay formats and the relay's own parsing.
         ("FuzzGroupRecord", ["VaultCore"]), ("FuzzMessageShare", ["VaultCore"]), ("FuzzItemChange", ["VaultCore"]),
         ("FuzzObjectMessage", ["VaultCore"]), ("FuzzLink", ["VaultCore", "VaultRelayProtocol"]),

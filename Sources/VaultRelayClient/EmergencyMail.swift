@@ -1,5 +1,6 @@
 import Foundation
 import VaultCore
+import VaultHolders
 
 /// Emergency access through a group's relays (Docs/PROTOCOL.md §10): a dealer's rule to its
 /// holders and their answers, a holder's notices to the dealer of a trustee's request, and

@@ -155,11 +155,14 @@ extension Messenger {
             if let known {
                 if try isRefused(id, version: entry.version, owner: known.owner.signingKey, keystore: keystore, at: connection) { continue }
             } else if try await staysRefused(id, version: entry.version, owner: listedOwner, trusted: trusted, keystore: keystore,
-                                             on: connection) {
+                                             on: connection, declining: false) {
                 continue
             }
+            // Accepted by this identity: maybe by another machine of it, which trusts the
+            // owner. An owner this machine does not trust is refused here, never declined
+            // at the relay: a decline is the identity's, and would cut that machine off.
             await take(id, version: entry.version, ownerKey: known?.owner.signingKey ?? listedOwner, from: connection,
-                       keystore: keystore, identity: identity, once: takes, report: &report)
+                       keystore: keystore, identity: identity, declineUntrusted: false, once: takes, report: &report)
         }
     }
 
@@ -175,11 +178,12 @@ extension Messenger {
     /// names that refusal's owner: a relay whose group of that id has another owner answers
     /// `other_owner`, and that group is fetched and judged like any other.
     private static func staysRefused(_ id: [UInt8], version: UInt64, owner listed: [UInt8]?, trusted: Set<[UInt8]>,
-                                     keystore: Keystore, on connection: RelayConnection) async throws -> Bool {
+                                     keystore: Keystore, on connection: RelayConnection, declining: Bool = true) async throws -> Bool {
         let found = if let listed { try keystore.refusal(group: id, owner: listed) } else { try keystore.refusal(group: id) }
         guard let refusal = found else { return false }
         switch refusal.reason {
         case .untrusted where !trusted.contains(refusal.owner):
+            guard declining else { return true }
             do {
                 try await answerGroup(id, ownerKey: refusal.owner, accept: false, on: connection)
             } catch let error as RelayError where error.code == "other_owner" {
@@ -275,11 +279,11 @@ extension Messenger {
     /// ``take(_:version:ownerKey:from:keystore:identity:joining:report:)``, once a group,
     /// owner and version in this refresh (``GroupTakes``).
     private static func take(_ id: [UInt8], version: UInt64, ownerKey: [UInt8]?, from connection: RelayConnection, keystore: Keystore,
-                             identity: Identity, once takes: GroupTakes, report: inout ReceiveReport) async {
+                             identity: Identity, declineUntrusted: Bool = true, once takes: GroupTakes, report: inout ReceiveReport) async {
         let said = await takes.once(id, owner: ownerKey, version: version) {
             var report = ReceiveReport()
             let taken = await take(id, version: version, ownerKey: ownerKey, from: connection, keystore: keystore, identity: identity,
-                                   report: &report)
+                                   declineUntrusted: declineUntrusted, report: &report)
             return (report, taken)
         }
         report.groups += said.groups
@@ -299,7 +303,7 @@ extension Messenger {
     /// fetched one was accepted on every relay it names; nil when nothing was.
     @discardableResult
     static func take(_ id: [UInt8], version: UInt64, ownerKey: [UInt8]?, from connection: RelayConnection, keystore: Keystore,
-                     identity: Identity, joining: Bool = false, report: inout ReceiveReport) async -> GroupRecord? {
+                     identity: Identity, joining: Bool = false, declineUntrusted: Bool = true, report: inout ReceiveReport) async -> GroupRecord? {
         if !joining, let left = try? keystore.leftGroup(id) {
             try? await answerGroup(id, ownerKey: ownerKey ?? left.owner, accept: false, on: connection)
             return nil
@@ -332,7 +336,9 @@ extension Messenger {
                     _ = try? keystore.remember(refusal)
                     // An owner not trusted: so the relay lists it no more. A record that was
                     // not valid is not declined: its next version must still be listed.
-                    if refusal.reason == .untrusted { try? await answerGroup(id, ownerKey: refusal.owner, accept: false, on: connection) }
+                    if refusal.reason == .untrusted && declineUntrusted {
+                        try? await answerGroup(id, ownerKey: refusal.owner, accept: false, on: connection)
+                    }
                 }
                 report.problems.append("group \(id.hex.prefix(8)) from relay \(connection.name): \(VaultError.words(for: error)); not accepted")
             }
@@ -361,7 +367,7 @@ extension Messenger {
         let parsed = try? GroupRecord(parsing: bytes)
         if let record = parsed, record.id == id, ownerKey.map({ $0 == record.owner.signingKey }) ?? true {
             switch error as? VaultError {
-            case .untrustedDealer?:
+            case .untrustedOwner?:
                 return GroupRefusal(group: id, owner: record.owner.signingKey, version: version, reason: .untrusted,
                                     relayURL: connection.url, relayCard: connection.card)
             case .malformed?, .notForThisIdentity?:

@@ -1,5 +1,6 @@
 import Foundation
 import VaultCore
+import VaultHolders
 import VaultRelayProtocol
 
 /// What holders of secrets said to each other through relays in one run.

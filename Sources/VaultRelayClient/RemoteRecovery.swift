@@ -1,5 +1,6 @@
 import Foundation
 import VaultCore
+import VaultHolders
 
 /// Recovery through relays (Docs/PROTOCOL.md §9): piece requests to the holders a recovery
 /// still needs, each through a group the requester and that holder share, and the pieces

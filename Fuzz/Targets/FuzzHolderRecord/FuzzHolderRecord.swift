@@ -1,6 +1,7 @@
 import Foundation
 import FuzzSupport
 @testable import VaultCore
+@testable import VaultHolders
 
 /// A holder record (FORMAT §20), as a holder message's sealed body carries it: its head is
 /// read (a piece request parsed whole, signature included), and for a release its bundle

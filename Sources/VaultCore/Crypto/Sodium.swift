@@ -2,8 +2,8 @@ import CSodium
 
 /// libsodium must be initialised once before any primitive runs. Every public entry point
 /// that touches a primitive goes through `Sodium.ready`, which is lazy and thread-safe.
-enum Sodium {
-    static let ready: Void = {
+package enum Sodium {
+    package static let ready: Void = {
         // sodium_init returns 1 when already initialised, -1 only if no entropy source exists;
         // running without randomness would be worse than stopping.
         precondition(sodium_init() >= 0, "libsodium could not be initialised")
@@ -11,7 +11,7 @@ enum Sodium {
 
     /// BLAKE2b with an optional key, over the concatenation of `parts`. Used for every
     /// domain-separated hash; the key is the domain ("vault/v1/...").
-    static func blake2b(outputLength: Int = 32, key: String? = nil, _ parts: [UInt8]...) -> [UInt8] {
+    package static func blake2b(outputLength: Int = 32, key: String? = nil, _ parts: [UInt8]...) -> [UInt8] {
         Sodium.ready
         // The state type is over-aligned and not imported; give libsodium raw, aligned memory.
         let stateMemory = UnsafeMutableRawPointer.allocate(byteCount: crypto_generichash_statebytes(), alignment: 64)
@@ -36,10 +36,10 @@ enum Sodium {
     }
 
     /// Streaming BLAKE2b-256 under a domain key, for data that does not fit in memory.
-    final class Blake2b {
+    package final class Blake2b {
         private let state: UnsafeMutableRawPointer
 
-        init(key: String) {
+        package init(key: String) {
             Sodium.ready
             state = .allocate(byteCount: crypto_generichash_statebytes(), alignment: 64)
             let keyBytes = Array(key.utf8)
@@ -51,11 +51,11 @@ enum Sodium {
             state.deallocate()
         }
 
-        func update(_ bytes: UnsafeRawBufferPointer) {
+        package func update(_ bytes: UnsafeRawBufferPointer) {
             _ = crypto_generichash_update(OpaquePointer(state), bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(bytes.count))
         }
 
-        func finish() -> [UInt8] {
+        package func finish() -> [UInt8] {
             var out = [UInt8](repeating: 0, count: 32)
             _ = crypto_generichash_final(OpaquePointer(state), &out, 32)
             return out
@@ -63,14 +63,14 @@ enum Sodium {
 
         /// Finishes into `output` (32 bytes), for a hash that is a key: locked memory the
         /// caller wipes, never an ordinary array.
-        func finish(into output: UnsafeMutableRawBufferPointer) {
+        package func finish(into output: UnsafeMutableRawBufferPointer) {
             precondition(output.count == 32)
             _ = crypto_generichash_final(OpaquePointer(state), output.bindMemory(to: UInt8.self).baseAddress!, 32)
         }
     }
 
     /// Constant-time equality for secrets and MACs.
-    static func equal(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    package static func equal(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         guard a.count == b.count else { return false }
         return sodium_memcmp(a, b, a.count) == 0
     }

@@ -88,7 +88,7 @@ public struct KeyCard: Hashable, Sendable {
 
     /// An X25519 key whose product with a random scalar is zero has small order: every
     /// shared secret with it is predictable, so it is refused up front.
-    static func isUsableAgreementKey(_ key: [UInt8]) -> Bool {
+    package static func isUsableAgreementKey(_ key: [UInt8]) -> Bool {
         let scalar = SecureRandom().secureBytes(32)
         var product = [UInt8](repeating: 0, count: 32)
         let status = scalar.withUnsafeBytes { s in

@@ -280,11 +280,11 @@ public final class Keystore: Sendable {
         }
     }
 
-    func read<T>(_ body: (Database) throws -> T) throws(VaultError) -> T {
+    package func read<T>(_ body: (Database) throws -> T) throws(VaultError) -> T {
         try Self.storage(on: home.directory) { try database.read(body) }
     }
 
-    func write<T>(_ body: (Database) throws -> T) throws(VaultError) -> T {
+    package func write<T>(_ body: (Database) throws -> T) throws(VaultError) -> T {
         try Self.storage(on: home.directory) { try database.write(body) }
     }
 

@@ -17,9 +17,9 @@ public struct StoredSecret: Sendable {
     public let role: Role
     /// When the share was stored.
     public let storedAt: Date
-    let box: [UInt8]
+    package let box: [UInt8]
     /// The bundle's signed prefix (§9), as the dealer made it.
-    let prefix: [UInt8]
+    package let prefix: [UInt8]
     /// Where the sealed keys start in the piece file.
     var prefixLength: Int { prefix.count }
 

@@ -109,7 +109,7 @@ extension Keystore {
         let own = try identityInfo().card
         let trusted = try peers().contains { $0.card == record.owner }
         guard record.owner == own || trusted else {
-            throw .untrustedDealer(fingerprint: record.owner.fingerprint)
+            throw .untrustedOwner(fingerprint: record.owner.fingerprint)
         }
         guard record.members.contains(where: { $0.card == own }) else { throw .notForThisIdentity(what: "the group record") }
     }

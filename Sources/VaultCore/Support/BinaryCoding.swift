@@ -2,17 +2,18 @@ import Foundation
 
 /// Big-endian binary encoding for vault's formats. The reader is strict: every read is
 /// bounds-checked and a parser must consume its input exactly.
-struct ByteWriter {
-    private(set) var bytes: [UInt8] = []
+package struct ByteWriter {
+    package init() {}
+    package private(set) var bytes: [UInt8] = []
 
-    mutating func u8(_ value: UInt8) { bytes.append(value) }
-    mutating func u16(_ value: UInt16) { bytes += [UInt8(value >> 8), UInt8(value & 0xff)] }
-    mutating func u32(_ value: UInt32) { for shift in stride(from: 24, through: 0, by: -8) { bytes.append(UInt8((value >> UInt32(shift)) & 0xff)) } }
-    mutating func u64(_ value: UInt64) { for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8((value >> UInt64(shift)) & 0xff)) } }
-    mutating func raw(_ value: some Collection<UInt8>) { bytes += value }
+    package mutating func u8(_ value: UInt8) { bytes.append(value) }
+    package mutating func u16(_ value: UInt16) { bytes += [UInt8(value >> 8), UInt8(value & 0xff)] }
+    package mutating func u32(_ value: UInt32) { for shift in stride(from: 24, through: 0, by: -8) { bytes.append(UInt8((value >> UInt32(shift)) & 0xff)) } }
+    package mutating func u64(_ value: UInt64) { for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8((value >> UInt64(shift)) & 0xff)) } }
+    package mutating func raw(_ value: some Collection<UInt8>) { bytes += value }
 
     /// A UTF-8 string behind a 1-byte length.
-    mutating func string8(_ value: String) {
+    package mutating func string8(_ value: String) {
         let utf8 = Array(value.utf8)
         precondition(utf8.count <= 255)
         u8(UInt8(utf8.count))
@@ -20,7 +21,7 @@ struct ByteWriter {
     }
 
     /// A UTF-8 string behind a 2-byte length.
-    mutating func string16(_ value: String) {
+    package mutating func string16(_ value: String) {
         let utf8 = Array(value.utf8)
         precondition(utf8.count <= 65535)
         u16(UInt16(utf8.count))
@@ -28,15 +29,15 @@ struct ByteWriter {
     }
 }
 
-struct ByteReader {
+package struct ByteReader {
     /// What a reader reports; the caller turns it into its format's error.
-    enum Failure: UserFacingError, Equatable {
+    package enum Failure: UserFacingError, Equatable {
         case truncated
         case trailingBytes
         case invalid(String)
 
         /// In words, for a caller that passes it on: never a Swift case name.
-        var description: String {
+        package var description: String {
             switch self {
             case .truncated: "it is truncated"
             case .trailingBytes: "bytes follow its end"
@@ -48,25 +49,25 @@ struct ByteReader {
     private let bytes: [UInt8]
     private(set) var offset = 0
 
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    package init(_ bytes: [UInt8]) { self.bytes = bytes }
 
-    var remaining: Int { bytes.count - offset }
+    package var remaining: Int { bytes.count - offset }
 
-    mutating func raw(_ count: Int) throws(Failure) -> [UInt8] {
+    package mutating func raw(_ count: Int) throws(Failure) -> [UInt8] {
         guard count >= 0, remaining >= count else { throw .truncated }
         defer { offset += count }
         return Array(bytes[offset..<offset + count])
     }
 
-    mutating func u8() throws(Failure) -> UInt8 { try raw(1)[0] }
-    mutating func u16() throws(Failure) -> UInt16 { try raw(2).reduce(0) { $0 << 8 | UInt16($1) } }
-    mutating func u32() throws(Failure) -> UInt32 { try raw(4).reduce(0) { $0 << 8 | UInt32($1) } }
-    mutating func u64() throws(Failure) -> UInt64 { try raw(8).reduce(0) { $0 << 8 | UInt64($1) } }
+    package mutating func u8() throws(Failure) -> UInt8 { try raw(1)[0] }
+    package mutating func u16() throws(Failure) -> UInt16 { try raw(2).reduce(0) { $0 << 8 | UInt16($1) } }
+    package mutating func u32() throws(Failure) -> UInt32 { try raw(4).reduce(0) { $0 << 8 | UInt32($1) } }
+    package mutating func u64() throws(Failure) -> UInt64 { try raw(8).reduce(0) { $0 << 8 | UInt64($1) } }
 
     /// A UTF-8 string behind a 1-byte length; `field` names it if it is not UTF-8.
-    mutating func string8(_ field: String) throws(Failure) -> String { try utf8(raw(Int(u8())), field) }
+    package mutating func string8(_ field: String) throws(Failure) -> String { try utf8(raw(Int(u8())), field) }
     /// A UTF-8 string behind a 2-byte length; `field` names it if it is not UTF-8.
-    mutating func string16(_ field: String) throws(Failure) -> String { try utf8(raw(Int(u16())), field) }
+    package mutating func string16(_ field: String) throws(Failure) -> String { try utf8(raw(Int(u16())), field) }
 
     private func utf8(_ bytes: [UInt8], _ field: String) throws(Failure) -> String {
         guard let text = String(validating: bytes, as: UTF8.self) else { throw .invalid("the \(field) is not UTF-8") }
@@ -74,7 +75,7 @@ struct ByteReader {
     }
 
     /// Fails unless every byte was read.
-    func end() throws(Failure) {
+    package func end() throws(Failure) {
         guard remaining == 0 else { throw .trailingBytes }
     }
 }

@@ -110,6 +110,8 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
     case badSignature(what: String)
     /// A bundle's dealer is not a trusted peer.
     case untrustedDealer(fingerprint: String)
+    /// A group record's owner is not a trusted peer.
+    case untrustedOwner(fingerprint: String)
     /// A bundle or piece is sealed to another identity.
     case notForThisIdentity(what: String)
     /// A bundle or piece is addressed to this identity but its sealed part does not open:
@@ -257,6 +259,7 @@ public enum VaultError: Error, Equatable, CustomStringConvertible {
         case .malformed(let what, let detail): "\(what) is malformed: \(detail)"
         case .badSignature(let what): "the dealer's signature on \(what) does not verify"
         case .untrustedDealer(let fingerprint): "the dealer is not a trusted peer (fingerprint \(fingerprint))"
+        case .untrustedOwner(let fingerprint): "the group's owner is not a trusted peer (fingerprint \(fingerprint))"
         case .notForThisIdentity(let what): "\(what) is sealed to another identity"
         case .damaged(let what, let detail): "\(what) is damaged or altered: \(detail)"
         case .duplicateSecret(let id): "the keystore already holds a share of secret \(id)"

@@ -67,6 +67,17 @@ public enum SecretRecovery {
 
     /// Who the releases may be sealed to: this identity (as its own index), or one of the
     /// reply keys of its requests through relays.
+    /// The index of the holder whose release the piece at `path` is, once it opens for
+    /// `identity` (its share `index`, or a reply key): nil when it does not open. A requester
+    /// through relays checks it is its sender's own (a holder passing on another's would
+    /// stand in for that holder's consent).
+    package static func releasingIndex(ofPiece path: String, secret: BundleHeader, identity: Identity, index: Int,
+                                       replyKeys: [ReplyKey]) throws -> Int? {
+        let recipients = recipients(identity: identity, index: index, replyKeys: replyKeys)
+        guard case .opened(let opened) = try ReleasedPiece.read(path: path, secret: secret, recipients: recipients, trusted: []) else { return nil }
+        return opened.header.from
+    }
+
     static func recipients(identity: Identity, index: Int, replyKeys: [ReplyKey]) -> [ReleasedPiece.Recipient] {
         [ReleasedPiece.Recipient(identity, index: index)]
             + replyKeys.map { ReleasedPiece.Recipient(index: index, agreementKey: $0.publicKey, secretKey: $0.secretKey) }

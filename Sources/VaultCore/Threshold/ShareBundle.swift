@@ -47,7 +47,7 @@ public struct BundleHeader: Equatable, Sendable {
     /// The largest header the fields allow (FORMAT.md §9): 255 holders with 255-byte labels,
     /// the longest description, a key id and a replaced id. 90986 bytes; the cap is one a
     /// header can reach, so a longer length is refused before it is read.
-    static let maximumLength = 16 + 8 + 1 + (2 + maximumDescription) + 3 + 8 + KeyCard.encodedLength + 32 + 32 + 1 + (1 + 16) + 16
+    package static let maximumLength = 16 + 8 + 1 + (2 + maximumDescription) + 3 + 8 + KeyCard.encodedLength + 32 + 32 + 1 + (1 + 16) + 16
         + (1 + 255 * (1 + Label.maximumBytes)) + 255 * 96
 
     /// The id as 32 hex digits.
@@ -71,7 +71,7 @@ public struct BundleHeader: Equatable, Sendable {
 
     /// The proof-of-possession key pair of index j, from what only holder j (or a holder of
     /// k pieces) knows: its key share and its piece's commitment.
-    static func possessionKeyPair(secretID: [UInt8], index: Int, keyShare: SecureBytes, commitment: [UInt8])
+    package static func possessionKeyPair(secretID: [UInt8], index: Int, keyShare: SecureBytes, commitment: [UInt8])
         -> (publicKey: [UInt8], secretKey: SecureBytes) {
         let seed = keyShare.withUnsafeBytes { share in
             SecureBytes(copying: Sodium.blake2b(key: "vault/v1/pop", secretID, [UInt8(index)], Array(share), commitment))
@@ -232,7 +232,7 @@ public struct BundleHeader: Equatable, Sendable {
 /// files, captured traffic) without any holder. The one-time secret is erased once the box
 /// is made. The dealer's signature over the header (and so over the one-time key) is what
 /// says who dealt the bundle.
-enum ShareBundle {
+package enum ShareBundle {
     static let magic: [UInt8] = Array("VLTB".utf8)
     static let version: UInt8 = 2
     static let signatureDomain = Array("vault/v2/bundle-header".utf8)
@@ -247,7 +247,7 @@ enum ShareBundle {
 
     /// Reads a prefix: the header, once its signature verifies under the dealer's card in it.
     /// Returns the header and the prefix's length.
-    static func parsePrefix(_ read: (Int) throws -> [UInt8]) throws -> (BundleHeader, [UInt8]) {
+    package static func parsePrefix(_ read: (Int) throws -> [UInt8]) throws -> (BundleHeader, [UInt8]) {
         let start = try read(9)
         guard start.count == 9, Array(start[0..<4]) == magic else {
             throw VaultError.malformed(what: "the share bundle", detail: "not a vault share bundle")
@@ -286,7 +286,7 @@ enum ShareBundle {
     }
 
     /// Opens the box: the key share, once the header hash inside matches.
-    static func openBox(_ body: [UInt8], header: BundleHeader, holder: Identity) throws(VaultError) -> SecureBytes {
+    package static func openBox(_ body: [UInt8], header: BundleHeader, holder: Identity) throws(VaultError) -> SecureBytes {
         // The header names the holder key in the clear: only a box addressed elsewhere is
         // "another identity"; one addressed here that fails its MAC was altered.
         guard Sodium.equal(header.holderKey, holder.card.agreementKey) else {

@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import NIOPosix
 import VaultCore
+import VaultHolders
 
 /// The local agent inside `vault serve`: it holds unlocked shared keys in locked memory
 /// until their time runs out, `vault lock`, or the server stops, and zeroes them then.

@@ -1,4 +1,5 @@
 import VaultCore
+import VaultHolders
 
 /// The peer protocol's messages (Docs/PROTOCOL.md). Each travels as
 /// version (1) ‖ type (1) ‖ body length (8) ‖ body, split over as many Noise transport

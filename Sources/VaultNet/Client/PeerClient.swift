@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import NIOPosix
 import VaultCore
+import VaultHolders
 
 /// The requesting side of the peer protocol.
 public enum PeerClient {

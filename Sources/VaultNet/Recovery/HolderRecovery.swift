@@ -1,5 +1,6 @@
 import Foundation
 import VaultCore
+import VaultHolders
 
 /// Recovery from the holders of a secret: asks every reachable holder at once for its piece
 /// over the peer protocol, and combines the pieces with this holder's own share.

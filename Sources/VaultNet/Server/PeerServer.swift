@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import NIOPosix
 import VaultCore
+import VaultHolders
 
 /// `vault serve`'s listener: share delivery from trusted peers and piece requests.
 public final class PeerServer: @unchecked Sendable {

@@ -1,4 +1,5 @@
 import VaultCore
+import VaultHolders
 
 /// Network defaults and bounds, in one place. Spec values first, then this implementation's.
 public enum NetLimits {

@@ -1,5 +1,6 @@
 import Foundation
 import VaultCore
+import VaultHolders
 import VaultRelayClient
 
 /// The end of a command that took holder messages (`vault receive`): what came is said,

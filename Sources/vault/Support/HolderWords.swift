@@ -1,5 +1,6 @@
 import Foundation
 import VaultCore
+import VaultHolders
 import VaultRelayClient
 
 /// What holders said to each other through relays, in the words every command uses.

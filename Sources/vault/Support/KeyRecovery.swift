@@ -1,5 +1,6 @@
 import ArgumentParser
 import VaultCore
+import VaultHolders
 import VaultNet
 import VaultRelayClient
 

@@ -212,6 +212,8 @@ enum Report {
             "the holders missing must answer: ask them to run 'vault serve' and to approve your request, then try again"
         case .untrustedDealer:
             "import the dealer's key card first ('vault peer add'), comparing fingerprints"
+        case .untrustedOwner:
+            "import the owner's key card first ('vault peer add'), comparing fingerprints"
         case .wrongPassword, .passwordRequired:
             "the password layer was set by the dealer; --password-file FILE reads it from a file"
         case .fileExists:

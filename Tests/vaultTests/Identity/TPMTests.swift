@@ -26,7 +26,7 @@ import VaultTestSupport
 
     /// The bytes of that authorization.
     static func lockoutValue(_ user: User, pin: String, on tpm: SoftwareTPM) throws -> [UInt8] {
-        let stored = try DatabaseQueue(path: user.vault.home + "/vault.sqlite").read { db in
+        let stored = try DatabaseQueue.beside(user.vault.home + "/vault.sqlite").read { db in
             try Data.fetchOne(db, sql: "SELECT tpm_lockout FROM identity")
         }
         let object = try LockoutSeal([UInt8](try #require(stored))).object
@@ -201,7 +201,7 @@ import VaultTestSupport
         #expect(created.stderr.split(separator: "\n").filter { $0.contains("lockout") }.count == 1, "\(created.stderr)")
         #expect(try tpm.lockoutAuthorizationIsSet())
         try tpm.clearLockout(auth: "owners-secret")
-        let kept = try DatabaseQueue(path: alice.vault.home + "/vault.sqlite").read { db in
+        let kept = try DatabaseQueue.beside(alice.vault.home + "/vault.sqlite").read { db in
             try Row.fetchOne(db, sql: "SELECT tpm_lockout FROM identity")?["tpm_lockout"] as Data?
         }
         #expect(kept == nil)
@@ -371,7 +371,7 @@ import VaultTestSupport
         let (alice, pin) = try Self.user("alice", on: tpm)
         let factors = sealing == "no PIN" ? ["--no-pin"] : ["--pin-file", pin]
         try alice.ok(["init", "--label", "alice", "--tpm"] + factors + (sealing.hasSuffix("PCR 7") ? ["--tpm-pcrs", "7"] : []))
-        let stored = try DatabaseQueue(path: alice.vault.home + "/vault.sqlite").read { db in
+        let stored = try DatabaseQueue.beside(alice.vault.home + "/vault.sqlite").read { db in
             [UInt8](try Data.fetchOne(db, sql: "SELECT secret FROM identity")!)
         }
         // What vault's unseal gets, found by this test on its own connection to the TPM.
@@ -399,7 +399,7 @@ import VaultTestSupport
         let alice = User("alice")
         alice.vault.environment.merge(tpm.environment) { $1 }
         try alice.initialize("alice")
-        let secret = try DatabaseQueue(path: alice.vault.home + "/vault.sqlite").read { db in
+        let secret = try DatabaseQueue.beside(alice.vault.home + "/vault.sqlite").read { db in
             try Data.fetchOne(db, sql: "SELECT secret FROM identity")!
         }
         #expect(secret.count == 64)
@@ -461,7 +461,7 @@ import VaultTestSupport
             #expect(after == kind || after == (kind == "tpm" ? "passphrase" : "tpm"), "round \(round): \(after)")
             if after != kind { completed.insert(kind + " to " + after) }
             #expect(try alice.ok(["recover", id, "--piece", piece] + factors[after]!) == "kept\n", "round \(round) (\(after))")
-            let (check, kept) = try DatabaseQueue(path: alice.vault.home + "/vault.sqlite").read { db in
+            let (check, kept) = try DatabaseQueue.beside(alice.vault.home + "/vault.sqlite").read { db in
                 (try String.fetchOne(db, sql: "PRAGMA integrity_check"), try Data.fetchOne(db, sql: "SELECT tpm_lockout FROM identity"))
             }
             #expect(check == "ok")

@@ -205,7 +205,7 @@ final class LinkWorld {
         let refused = try world.reader.fails("link", "open", String(wrongKey))
         #expect(refused.contains("the link's key is wrong (no view was used)"), "\(refused)")
         // The relay's copy damaged: the reader is told, and sees none of it.
-        try await DatabaseQueue(path: world.directory.file("relay.db")).write { db in
+        try await DatabaseQueue.beside(world.directory.file("relay.db")).write { db in
             try db.execute(sql: "UPDATE link_chunks SET bytes = substr(bytes, 1, 20) || zeroblob(1) || substr(bytes, 22)")
         }
         let damaged = try world.reader.fails("link", "open", link)

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import Testing
 @testable import VaultCore
+@testable import VaultHolders
 @testable import VaultRelayClient
 import VaultTestSupport
 
@@ -50,7 +51,7 @@ extension HoldersWorld {
         let from = try KeyCard(text: String(try self[sender].card().split(separator: "#")[0]))
         let to = try KeyCard(text: String(try self[recipient].card().split(separator: "#")[0]))
         for i in 1...3 {
-            let relay = try DatabaseQueue(path: directory.file("r\(i).db"))
+            let relay = try DatabaseQueue.beside(directory.file("r\(i).db"))
             try relay.write { db in
                 try db.execute(sql: """
                     CREATE TRIGGER drop_\(sender)_\(recipient) AFTER INSERT ON recipients

@@ -39,6 +39,24 @@ import VaultTestSupport
     /// rest, fetches no record of theirs, and his next receive says nothing of them and
     /// spends as many requests as with no such group at all. The relay lists none of them to
     /// bob, and no message sent in one reaches him.
+    /// One machine of an identity that does not trust a group's owner declined the group at
+    /// the relays for the whole identity, silently cutting off the machine that took it. A
+    /// group the identity accepted is now refused on that machine only.
+    @Test func aMachineThatDoesNotTrustTheOwnerLeavesTheOthersTheGroup() throws {
+        let w = try HoldersWorld(["alice", "bob"], group: false)
+        let laptop = User("bob-laptop")
+        try FileManager.default.copyItem(atPath: w["bob"].vault.home, toPath: laptop.directory.file("home"))
+        try laptop.ok("peer", "remove", "alice", "--yes")
+        try w["alice"].ok(["group", "create", "friends", "--relays", "r1,r2,r3", "--members", "bob"])
+        try w["bob"].ok("receive")
+        let refused = try laptop.vault.run("receive")
+        #expect(refused.status == 0, "\(refused.stderr)")
+        #expect(try laptop.ok("group", "list").isEmpty || !(try laptop.ok("group", "list")).contains("friends"))
+        try w["alice"].ok(["send", "--group", "friends", "-"], stdin: "still here")
+        let received = try w["bob"].vault.run("receive")
+        #expect(received.stdout == "still here", "\(received.stderr)")
+    }
+
     @Test func groupsFromAnUntrustedOwnerCostNothingAfterTheFirstRun() throws {
         let world = try RelayWorld()
         let mallory = try mallory(world)

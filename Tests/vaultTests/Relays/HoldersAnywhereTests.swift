@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import Testing
 @testable import VaultCore
+@testable import VaultHolders
 @testable import VaultRelayClient
 import VaultTestSupport
 
@@ -200,7 +201,7 @@ final class HoldersWorld {
         #expect(w.relays[2].stop(SIGTERM) == 0)
         // Relay 1 alters the last byte of every message bob stores there from now on.
         let bob = try KeyCard(text: String(try w["bob"].card().split(separator: "#")[0]))
-        let altering = try DatabaseQueue(path: w.directory.file("r1.db"))
+        let altering = try DatabaseQueue.beside(w.directory.file("r1.db"))
         try altering.write { db in
             try db.execute(sql: """
                 CREATE TRIGGER alter_bob AFTER INSERT ON chunks

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import VaultCore
+@testable import VaultHolders
 @testable import VaultRelayClient
 import VaultTestSupport
 

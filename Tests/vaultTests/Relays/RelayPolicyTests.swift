@@ -56,7 +56,7 @@ import VaultTestSupport
         let notAnInvite = try dave.vault.run(["relay", "redeem", "listed", "-"], stdin: Array("hello\n".utf8))
         #expect(notAnInvite.status != 0 && notAnInvite.stderr.contains("that is not an invite"), "\(notAnInvite.stderr)")
         // The store keeps the invite's hash, not the invite.
-        let stored = try DatabaseQueue(path: directory.file("listed.db")).read { db in
+        let stored = try DatabaseQueue.beside(directory.file("listed.db")).read { db in
             try Data.fetchAll(db, sql: "SELECT hash FROM invites").map { [UInt8]($0) }
         }
         #expect(stored == [sha256(RelayInvite.token(invite)!)])

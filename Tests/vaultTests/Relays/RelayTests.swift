@@ -57,10 +57,10 @@ final class RelayWorld {
         relays[i - 1] = try start(i, listen: String(urls[i - 1].dropFirst("http://".count)))
     }
 
-    func database(_ i: Int) throws -> DatabaseQueue { try DatabaseQueue(path: directory.file("r\(i).db")) }
+    func database(_ i: Int) throws -> DatabaseQueue { try DatabaseQueue.beside(directory.file("r\(i).db")) }
 
     /// Relay `i`'s request nonces, kept in a file beside its store.
-    func nonceDatabase(_ i: Int) throws -> DatabaseQueue { try DatabaseQueue(path: directory.file("r\(i).db.nonces")) }
+    func nonceDatabase(_ i: Int) throws -> DatabaseQueue { try DatabaseQueue.beside(directory.file("r\(i).db.nonces")) }
 
     /// How many request nonces relay `i` keeps.
     func nonceCount(_ i: Int) throws -> Int {
@@ -481,7 +481,7 @@ final class RelayWorld {
         #expect(first.stderr.contains("from alice in team, never received #1"), "\(first.stderr)")
         #expect(first.stderr.contains("asked alice in team to resend #1"), "\(first.stderr)")
         // Asked a day ago: asked again.
-        let bobHome = try DatabaseQueue(path: world.bob.directory.file("home/vault.sqlite"))
+        let bobHome = try DatabaseQueue.beside(world.bob.directory.file("home/vault.sqlite"))
         try await bobHome.write { db in try db.execute(sql: "UPDATE resend_requested SET requested_at = requested_at - 86400") }
         let again = try world.bob.vault.run(["receive"])
         #expect(again.stderr.contains("asked alice in team to resend #1"), "\(again.stderr)")

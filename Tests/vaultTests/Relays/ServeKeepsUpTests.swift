@@ -119,7 +119,7 @@ import VaultTestSupport
     @Test func aShareNotYetReachedSaysHowToSendIt() throws {
         let w = try HoldersWorld(["alice", "bob", "carol"])
         let id = try w.share("the boat leaves at six", with: ["bob", "carol"])
-        let keystore = try DatabaseQueue(path: w["alice"].vault.home + "/vault.sqlite")
+        let keystore = try DatabaseQueue.beside(w["alice"].vault.home + "/vault.sqlite")
         try keystore.write { db in try db.execute(sql: "DELETE FROM share_delivery WHERE holder_label = 'carol'") }
         let shown = try w["alice"].ok("secrets", "show", id)
         #expect(shown.contains("carol (index 3)  not yet reached"), "\(shown)")

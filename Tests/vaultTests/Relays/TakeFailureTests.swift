@@ -26,7 +26,7 @@ struct TakeFailureTests {
         let invalid = refusal(.notForThisIdentity(what: "the group record"))
         #expect(invalid?.reason == .invalid && invalid?.version == 3)
         #expect(refusal(.malformed(what: "the group record", detail: "it is older than the version you left"))?.reason == .invalid)
-        #expect(refusal(.untrustedDealer(fingerprint: owner.card.fingerprint))?.reason == .untrusted)
+        #expect(refusal(.untrustedOwner(fingerprint: owner.card.fingerprint))?.reason == .untrusted)
         // The owner's record, which this machine could not keep: nothing remembered.
         #expect(refusal(.storage("cannot write the keystore: the disk is full")) == nil)
         #expect(refusal(.storage("cannot use the keystore: database is locked")) == nil)

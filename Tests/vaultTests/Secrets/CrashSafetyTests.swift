@@ -65,7 +65,7 @@ extension CrashSafetyTests {
     /// SQLite's check of the whole file, after the WAL is replayed as the next vault process
     /// would replay it.
     static func integrity(of user: User) throws -> String {
-        let database = try DatabaseQueue(path: user.vault.home + "/vault.sqlite")
+        let database = try DatabaseQueue.beside(user.vault.home + "/vault.sqlite")
         return try database.read { try String.fetchAll($0, sql: "PRAGMA integrity_check") }.joined(separator: "; ")
     }
 
@@ -96,7 +96,7 @@ extension CrashSafetyTests {
         let left = try FileManager.default.contentsOfDirectory(atPath: user.vault.home).filter { $0.hasPrefix(".transient-") }
             + pieces.filter { $0.hasPrefix(".transient-") }
         #expect(left.isEmpty, "transient files left: \(left), \(context)")
-        let rows = try DatabaseQueue(path: user.vault.home + "/vault.sqlite").read { db in
+        let rows = try DatabaseQueue.beside(user.vault.home + "/vault.sqlite").read { db in
             try Data.fetchAll(db, sql: "SELECT id FROM secret").map { $0.map { String(format: "%02x", $0) }.joined() + ".vshare" }
         }
         #expect(Set(pieces.filter { !$0.hasPrefix(".") }) == Set(rows) && rows.count == held.count,

@@ -220,7 +220,7 @@ final class Circle {
         let id = try circle.share(from: "alice", ["-", "--to", "bob,carol", "-k", "2"])
         let home = circle["bob"].vault.home
         let file = try #require(try FileManager.default.contentsOfDirectory(atPath: home + "/pieces").first { $0.hasSuffix(".vshare") })
-        try DatabaseQueue(path: home + "/vault.sqlite").write { db in try db.execute(sql: "DELETE FROM secret") }
+        try DatabaseQueue.beside(home + "/vault.sqlite").write { db in try db.execute(sql: "DELETE FROM secret") }
         let listed = try circle["bob"].vault.run(["secrets", "list"])
         #expect(listed.status == 0 && listed.stderr.contains("vault: warning: 1 share file in \(home)/pieces is not in this keystore"), "\(listed.stderr)")
         #expect(listed.stderr.contains("vault: hint: each is a share bundle, which vault never deletes: copy one out of pieces/")

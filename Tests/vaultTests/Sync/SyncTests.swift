@@ -68,7 +68,7 @@ final class SyncWorld {
         }
     }
 
-    func database(_ i: Int) throws -> DatabaseQueue { try DatabaseQueue(path: directory.file("r\(i).db")) }
+    func database(_ i: Int) throws -> DatabaseQueue { try DatabaseQueue.beside(directory.file("r\(i).db")) }
 
     /// Relay `i`'s messages, as rows of its tables.
     func saveMessages(relay i: Int) throws -> [String: [[DatabaseValue]]] {
@@ -235,7 +235,7 @@ final class SyncWorld {
             usleep(useconds_t(150_000 + 120_000 * round))
             _ = syncing.stop(SIGKILL)
             #expect(try CrashSafetyTests.integrity(of: bob) == "ok", "round \(round)")
-            let orphans = try DatabaseQueue(path: bob.vault.home + "/vault.sqlite").read { db in
+            let orphans = try DatabaseQueue.beside(bob.vault.home + "/vault.sqlite").read { db in
                 try Int.fetchOne(db, sql: """
                     SELECT count(*) FROM item WHERE version_counter IS NOT NULL AND NOT EXISTS (SELECT 1 FROM item_change c
                         WHERE c.counter = item.version_counter AND c.author = item.version_author)

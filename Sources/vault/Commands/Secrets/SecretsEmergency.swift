@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import VaultCore
+import VaultHolders
 import VaultNet
 import VaultRelayClient
 

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import VaultCore
+import VaultHolders
 import VaultNet
 
 /// How `vault serve` puts what waits for consent to its person (piece requests over the LAN

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import VaultCore
+@testable import VaultHolders
 
 /// FORMAT §20: holder records and the piece request through relays, read strictly.
 @Suite struct HolderRecordTests {

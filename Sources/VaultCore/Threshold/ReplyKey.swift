@@ -12,7 +12,7 @@ public struct ReplyKey: @unchecked Sendable {
     let secretKey: SecureBytes
 
     /// A fresh pair.
-    init(random: some RandomSource = SecureRandom()) {
+    package init(random: some RandomSource = SecureRandom()) {
         let pair = OneTimeKey(random: random)
         publicKey = pair.publicKey
         secretKey = pair.secretKey
@@ -26,7 +26,7 @@ public struct ReplyKey: @unchecked Sendable {
     /// The secret half sealed for the keystore: `crypto_secretbox` under a key derived from
     /// `identity`'s X25519 secret, so a copy of the keystore opens nothing without it (and
     /// its passphrase, where it has one).
-    func sealed(for identity: Identity, random: some RandomSource = SecureRandom()) -> [UInt8] {
+    package func sealed(for identity: Identity, random: some RandomSource = SecureRandom()) -> [UInt8] {
         let key = Self.sealingKey(identity)
         let nonce = random.bytes(Int(crypto_secretbox_NONCEBYTES))
         var box = [UInt8](repeating: 0, count: secretKey.count + Int(crypto_secretbox_MACBYTES))
@@ -40,7 +40,7 @@ public struct ReplyKey: @unchecked Sendable {
     }
 
     /// Opens what ``sealed(for:random:)`` made; nil when it does not open (another identity's).
-    static func unsealed(_ sealed: [UInt8], publicKey: [UInt8], identity: Identity) -> ReplyKey? {
+    package static func unsealed(_ sealed: [UInt8], publicKey: [UInt8], identity: Identity) -> ReplyKey? {
         let nonceLength = Int(crypto_secretbox_NONCEBYTES), mac = Int(crypto_secretbox_MACBYTES)
         guard sealed.count == nonceLength + Int(crypto_box_SECRETKEYBYTES) + mac, publicKey.count == 32 else { return nil }
         let key = sealingKey(identity)

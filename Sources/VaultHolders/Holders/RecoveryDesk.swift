@@ -1,3 +1,4 @@
+import VaultCore
 import Foundation
 
 /// A requester's and a dealer's side of the holder protocol through relays (Docs/PROTOCOL.md
@@ -84,9 +85,9 @@ public enum RecoveryDesk {
                 }
                 // The piece must be its sender's own: a holder passing on another's (one it
                 // once received) would stand in for that holder's consent, and count twice.
-                let recipients = SecretRecovery.recipients(identity: identity, index: own, replyKeys: [replyKey])
-                guard case .opened(let opened) = try ReleasedPiece.read(path: path, secret: header, recipients: recipients, trusted: []),
-                      header.index(of: sender.agreementKey) == opened.header.from else {
+                guard let from = try SecretRecovery.releasingIndex(ofPiece: path, secret: header, identity: identity, index: own,
+                                                                   replyKeys: [replyKey]),
+                      header.index(of: sender.agreementKey) == from else {
                     unlink(path)
                     return try failure("its piece is another holder's, not its sender's")
                 }

@@ -1,3 +1,4 @@
+import VaultCore
 /// The consent queue's bounds (``ReleaseApprovals``, ``ConsentQueue``), shared by the LAN
 /// server and the relay watcher.
 public enum ConsentLimits {

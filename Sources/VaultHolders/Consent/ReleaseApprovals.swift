@@ -1,3 +1,4 @@
+import VaultCore
 import Foundation
 
 /// Piece requests waiting for the holder's consent, inside `vault serve`.

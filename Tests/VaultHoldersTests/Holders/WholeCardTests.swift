@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import VaultCore
+@testable import VaultHolders
 import VaultTestSupport
 
 /// Finding L2 of this round's security review: a group owner could list a member made of

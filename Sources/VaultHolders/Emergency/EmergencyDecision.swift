@@ -1,3 +1,4 @@
+import VaultCore
 import Foundation
 
 /// A dealer's answer to an emergency request that its holders told it of (Docs/FORMAT.md

@@ -1,3 +1,4 @@
+import VaultCore
 import Foundation
 
 /// A holder's side of the holder protocol through relays (Docs/PROTOCOL.md §9): what it

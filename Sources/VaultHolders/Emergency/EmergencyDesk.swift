@@ -1,3 +1,4 @@
+import VaultCore
 import Foundation
 
 /// Emergency access (Docs/PROTOCOL.md §10): what a holder makes of a dealer's rule and

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import VaultCore
+@testable import VaultHolders
 import VaultTestSupport
 
 /// The keystore's queue of requests through relays (``Keystore/addHolderRequest``): its

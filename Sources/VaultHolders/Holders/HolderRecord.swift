@@ -1,3 +1,4 @@
+import VaultCore
 import Foundation
 
 /// What a secret's holders send each other through a group's relays (Docs/FORMAT.md §20):

@@ -1,3 +1,4 @@
+import VaultCore
 /// What the two §21 records (``EmergencyRule``, ``EmergencyDecision``) share when read:
 /// the version and the length checked first, the fields read with every failure in words,
 /// and the signature of the dealer the record names, over everything before it.

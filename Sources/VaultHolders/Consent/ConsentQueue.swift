@@ -1,3 +1,4 @@
+import VaultCore
 import Foundation
 
 /// The one consent queue of a holder: what waits for its person's yes or no, however it

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import VaultCore
+@testable import VaultHolders
 import VaultTestSupport
 
 /// Issue 47: after a recovery finished, a holder's later answer reached its requester as

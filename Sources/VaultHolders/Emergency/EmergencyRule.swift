@@ -1,3 +1,4 @@
+import VaultCore
 import Foundation
 
 /// A secret's emergency rule (Docs/FORMAT.md §21): its dealer names, in advance, one

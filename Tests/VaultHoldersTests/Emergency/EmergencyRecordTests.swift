@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import VaultCore
+@testable import VaultHolders
 import VaultTestSupport
 
 /// FORMAT §21: the emergency rule and the dealer's decision, read strictly, and the holder

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import VaultCore
+@testable import VaultHolders
 import VaultTestSupport
 
 /// A holder's emergency waits in its keystore, and the names a dealer gives them: the
