@@ -192,7 +192,7 @@ if Context.environment["VAULT_FUZZ"] == "1" {
     let targets: [(String, [Target.Dependency])] = [
         ("FuzzKeyCard", ["VaultCore"]), ("FuzzQRText", ["VaultCore"]), ("FuzzBundle", ["VaultCore"]),
         ("FuzzReleasedPiece", ["VaultCore"]), ("FuzzItem", ["VaultCore"]), ("FuzzPasswordLayer", ["VaultCore"]),
-        ("FuzzNoise", ["VaultNet", "VaultCore"]), ("FuzzPeerMessage", ["VaultNet", "VaultCore"]),
+        ("FuzzNoise", ["VaultNet", "VaultCore"]), ("FuzzPeerMessage", ["VaultNet", "VaultHolders", "VaultCore"]),
         ("FuzzDNS", ["VaultNet"]), ("FuzzURL", ["VaultCore"]), ("FuzzHolderRecord", ["VaultCore", "VaultHolders"]),
         // Issue 37: the relay formats and the relay's own parsing.
         ("FuzzGroupRecord", ["VaultCore"]), ("FuzzMessageShare", ["VaultCore"]), ("FuzzItemChange", ["VaultCore"]),

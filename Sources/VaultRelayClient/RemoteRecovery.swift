@@ -83,22 +83,38 @@ public final class RemoteRecovery {
     /// ``collect()``, another process of this keystore (a `vault serve` beside it) took an
     /// answer to this recovery, or `until`. A serve takes the answer off the relays first,
     /// so the relays alone would say nothing until their wait ran out.
-    public func waitForAnswers(until: Date) async {
+    @discardableResult
+    public func waitForAnswers(until: Date) async -> WaitEnd {
         let keystore = keystore, identity = identity, cursors = cursors
         let before = Self.states(recovery)
         let (dealer, secretID) = (recovery.dealer, recovery.secretID)
-        await withTaskGroup(of: Void.self) { waiting in
-            waiting.addTask { await RelayMail.waitForMail(groups: (try? keystore.groups()) ?? [], identity: identity, after: cursors, until: until) }
+        return await withTaskGroup(of: WaitEnd.self) { waiting in
+            waiting.addTask {
+                await RelayMail.waitForMail(groups: (try? keystore.groups()) ?? [], identity: identity, after: cursors, until: until)
+                return Date() < until ? .mail : .deadline
+            }
             waiting.addTask {
                 while Date() < until, !Task.isCancelled {
                     try? await Task.sleep(nanoseconds: UInt64(Self.keystoreLook * 1e9))
-                    guard let now = try? keystore.recovery(dealer: dealer, secretID: secretID) else { return }
-                    if Self.states(now) != before { return }
+                    guard let now = try? keystore.recovery(dealer: dealer, secretID: secretID) else { return .deadline }
+                    if Self.states(now) != before { return .keystore }
                 }
+                return .deadline
             }
-            _ = await waiting.next()
+            let end = await waiting.next() ?? .deadline
             waiting.cancelAll()
+            return end
         }
+    }
+
+    /// Why `waitForAnswers(until:)` returned.
+    public enum WaitEnd: Sendable, Equatable {
+        /// A relay holds mail newer than the recovery last read.
+        case mail
+        /// Another process (a serve) changed the recovery's asks in the keystore.
+        case keystore
+        /// The time given ran out (or the keystore could not be read).
+        case deadline
     }
 
     /// How often a waiting recovery looks at the keystore for answers another process took.
@@ -116,7 +132,7 @@ public final class RemoteRecovery {
     }
 
     /// Refusals that may not hold on a later run, by the words they are kept in.
-    private static let passing: Set<String> = Set([HolderRecord.Refusal.busy, .unknownSecret, .untrusted, .notAMember, .expired].map(\.description))
+    private static let passing: Set<String> = Set([Refusal.busy, .unknownSecret, .untrusted, .notAMember, .expired].map(\.description))
 
     /// The pieces released so far (but by holders in `excluding`, by X25519 key: they gave
     /// theirs over the LAN), and (for a requester that holds no share) the header to check

@@ -52,14 +52,14 @@ def main(host, port, keystore):
     def receive():
         answer = noise.decrypt(recv_frame(sock))
         (length,) = struct.unpack(">Q", answer[2:10])
-        assert answer[0] == 1 and length == len(answer) - 10
+        assert answer[0] == 2 and length == len(answer) - 10  # protocol version 2 (PROTOCOL.md §2)
         return answer[1], answer[10:]
 
     # The server speaks first: welcome (6), or refused (5) for an untrusted key.
     kind, body = receive()
     if kind == 6:
         request = bytes(16) + bytes([2, 1]) + bytes(64)
-        send_frame(sock, noise.encrypt(bytes([1, 3]) + struct.pack(">Q", len(request)) + request))
+        send_frame(sock, noise.encrypt(bytes([2, 3]) + struct.pack(">Q", len(request)) + request))
         kind, body = receive()
     print(f"refused {body[0]}" if kind == 5 else f"type {kind}")
 

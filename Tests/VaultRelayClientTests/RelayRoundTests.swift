@@ -43,7 +43,7 @@ import VaultTestSupport
 /// the answers off the relays, which then say nothing new; the wait also looks at the
 /// keystore, where the serve put them, and ends at once.
 @Suite struct RecoveryWaitTests {
-    @Test func anAnswerAnotherProcessTookEndsTheWait() async throws {
+    @Test(.timeLimit(.minutes(10))) func anAnswerAnotherProcessTookEndsTheWait() async throws {
         let temporary = TemporaryDirectory("vault-recovery-wait")
         let keystore = try Keystore.create(home: VaultHome(directory: temporary.file("alice")), label: Label("alice"), passphrase: nil)
         let identity = try keystore.unlock(passphrase: nil)
@@ -53,12 +53,13 @@ import VaultTestSupport
         let nonce = SecureRandom().bytes(16)
         try keystore.recordAsk(remote.recovery, nonce: nonce, holder: bob, groupID: Array(repeating: 5, count: 16))
         try remote.reload()
-        let started = Date(), until = started.addingTimeInterval(20)
+        // A deadline far away: the test asks why the wait ended, not how soon, so a loaded
+        // machine that starves the task for minutes cannot make it fail.
+        let until = Date().addingTimeInterval(3600)
         // In no group, the relays' part waits out its time: only the keystore can end it early.
         // (The wait compares with the recovery as last read, before this change.)
-        async let waited: Void = remote.waitForAnswers(until: until)
+        async let waited = remote.waitForAnswers(until: until)
         try keystore.updateAsk(nonce: nonce, state: .waiting, until: UInt64(until.timeIntervalSince1970))
-        await waited
-        #expect(Date() < until.addingTimeInterval(-10), "the wait did not see the answer in the keystore")
+        #expect(await waited == .keystore, "the wait did not see the answer in the keystore")
     }
 }

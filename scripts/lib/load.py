@@ -140,7 +140,7 @@ async def receive(noise, reader):
 
 
 def message(kind, body, length=None):
-    return bytes([1, kind]) + struct.pack(">Q", len(body) if length is None else length) + body
+    return bytes([2, kind]) + struct.pack(">Q", len(body) if length is None else length) + body  # protocol version 2
 
 
 async def run(args):

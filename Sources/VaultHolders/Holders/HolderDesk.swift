@@ -13,7 +13,7 @@ public enum HolderDesk {
     /// What became of a request or an offer.
     public enum Intake: Sendable {
         /// A check refused it: answer so, at once.
-        case refused(HolderRecord.Refusal)
+        case refused(Refusal)
         /// A share offer that this holder would not keep (the words say why): answer
         /// "refused", naming the secret and the share as the bundle does (zeros and 1 when it
         /// does not parse).
@@ -127,7 +127,7 @@ public enum HolderDesk {
         case .piece:
             guard let asked = request.pieceRequest else { throw VaultError.keystoreCorrupt("a stored piece request does not parse") }
             let secret = try keystore.secrets().first { $0.header.rowID == request.secretRow ?? [] }
-            let outcome: HolderRecord.PieceOutcome
+            let outcome: PieceAnswer
             switch request.state {
             case .approved, .automatic:
                 guard let secret, let peer else {
@@ -150,7 +150,7 @@ public enum HolderDesk {
             case .expired: outcome = .timedOut
             case .waiting:
                 outcome = request.releaseAt.map { .emergencyWait(until: UInt64($0.timeIntervalSince1970)) }
-                    ?? .waiting(until: UInt64(request.expires.timeIntervalSince1970))
+                    ?? .waiting(request: request.id, until: UInt64(request.expires.timeIntervalSince1970))
             case .answered: return
             }
             if let secret, let peer, request.state != .waiting {
@@ -200,7 +200,7 @@ public enum HolderDesk {
     }
 
     /// An answer to a request refused on a check, before it was queued.
-    public static func refusal(nonce: [UInt8], _ refusal: HolderRecord.Refusal, emit: (UnsafeRawBufferPointer) throws -> Void) throws {
+    public static func refusal(nonce: [UInt8], _ refusal: Refusal, emit: (UnsafeRawBufferPointer) throws -> Void) throws {
         try emitAll(HolderRecord.pieceAnswer(nonce: nonce, outcome: .refused(refusal)), emit)
     }
 

@@ -89,52 +89,6 @@ public enum HolderRecord {
         case waiting = 3
     }
 
-    /// How a holder answered a piece request.
-    public enum PieceOutcome: Equatable, Sendable {
-        /// Released: the holder's signed bundle prefix (§9) and its released piece (§11) follow.
-        case released
-        /// The holder's person said no.
-        case denied
-        /// Nobody answered before the request expired.
-        case timedOut
-        /// The holder's person was asked; the request waits until then (Unix seconds).
-        case waiting(until: UInt64)
-        /// A check refused the request.
-        case refused(Refusal)
-        /// The secret's dealer denied the trustee's emergency request.
-        case deniedByDealer
-        /// An emergency request: released at `until` (Unix seconds) unless the dealer denies it.
-        case emergencyWait(until: UInt64)
-    }
-
-    /// Why a holder refused a piece request without asking anyone: each check has its code,
-    /// and the requester is told which one failed.
-    public enum Refusal: UInt8, Sendable, CustomStringConvertible {
-        case untrusted = 1
-        case unknownSecret = 2
-        case badProof = 3
-        case replayed = 4
-        case expired = 5
-        case otherHolder = 6
-        case busy = 7
-        case redirected = 8
-        case notAMember = 9
-
-        public var description: String {
-            switch self {
-            case .untrusted: "the holder does not trust the requester's card"
-            case .unknownSecret: "the holder holds no share of that secret from that dealer"
-            case .badProof: "the proof of possession does not verify"
-            case .replayed: "the holder has answered this request before (a replay)"
-            case .expired: "the request had expired when it arrived"
-            case .otherHolder: "the request was made for another holder"
-            case .busy: "too many requests wait for the holder's consent"
-            case .redirected: "it came from another member than the requester it names"
-            case .notAMember: "the requester is not a member of the group it came through"
-            }
-        }
-    }
-
     /// A record's head: everything but a bundle or a piece that follows it in the file.
     public enum Head: Sendable {
         case shareOffer
@@ -142,7 +96,7 @@ public enum HolderRecord {
         case pieceRequest(RelayPieceRequest)
         /// `nonce` names the request answered; with `released`, `prefix` is the answering
         /// holder's bundle prefix.
-        case pieceAnswer(nonce: [UInt8], outcome: PieceOutcome, prefix: [UInt8]?)
+        case pieceAnswer(nonce: [UInt8], outcome: PieceAnswer, prefix: [UInt8]?)
         case emergencyRule(EmergencyRule)
         /// `issued` names the rule answered.
         case roleAnswer(secretID: [UInt8], issued: UInt64, state: RoleState)
@@ -213,30 +167,18 @@ public enum HolderRecord {
 
     /// The head of a piece answer; for `released`, `prefix` is the holder's bundle prefix and
     /// the released piece follows.
-    public static func pieceAnswer(nonce: [UInt8], outcome: PieceOutcome, prefix: [UInt8]? = nil) -> [UInt8] {
+    public static func pieceAnswer(nonce: [UInt8], outcome: PieceAnswer, prefix: [UInt8]? = nil) -> [UInt8] {
         var w = ByteWriter()
         w.u8(version)
         w.u8(Kind.pieceAnswer.rawValue)
         w.raw(nonce)
-        switch outcome {
-        case .released:
-            w.u8(1)
+        w.raw(outcome.encoded)
+        if outcome == .released {
             w.u32(UInt32(prefix!.count))
             w.raw(prefix!)
-        case .denied: w.u8(2)
-        case .timedOut: w.u8(3)
-        case .waiting(let until):
-            w.u8(4)
-            w.u64(until)
-        case .refused(let refusal):
-            w.u8(5)
-            w.u8(refusal.rawValue)
-        case .deniedByDealer: w.u8(6)
-        case .emergencyWait(let until):
-            w.u8(7)
-            w.u64(until)
+            return w.bytes
         }
-        return outcome == .released ? w.bytes : padded(w.bytes)
+        return padded(w.bytes)
     }
 
     // MARK: Reading
@@ -273,24 +215,14 @@ public enum HolderRecord {
         case .pieceAnswer:
             let nonce = try take(16)
             let code = try take(1)[0]
-            switch code {
-            case 1:
+            guard let length = PieceAnswer.fieldsLength(of: code) else { throw fail("an unknown outcome \(code)") }
+            let outcome = try PieceAnswer(code: code, fields: try take(length))
+            if outcome == .released {
                 let length = Int(try take(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
                 guard length >= 9 + 64, length <= 9 + BundleHeader.maximumLength + 64 else { throw fail("a bad bundle prefix length") }
                 return .pieceAnswer(nonce: nonce, outcome: .released, prefix: try take(length))
-            case 2: head = .pieceAnswer(nonce: nonce, outcome: .denied, prefix: nil)
-            case 3: head = .pieceAnswer(nonce: nonce, outcome: .timedOut, prefix: nil)
-            case 4:
-                head = .pieceAnswer(nonce: nonce, outcome: .waiting(until: try time(take(8))), prefix: nil)
-            case 5:
-                guard let refusal = Refusal(rawValue: try take(1)[0]) else { throw fail("an unknown refusal") }
-                head = .pieceAnswer(nonce: nonce, outcome: .refused(refusal), prefix: nil)
-            case 6: head = .pieceAnswer(nonce: nonce, outcome: .deniedByDealer, prefix: nil)
-            case 7:
-                head = .pieceAnswer(nonce: nonce, outcome: .emergencyWait(until: try time(take(8))), prefix: nil)
-            default:
-                throw fail("an unknown outcome \(code)")
             }
+            head = .pieceAnswer(nonce: nonce, outcome: outcome, prefix: nil)
         case .emergencyRule:
             head = .emergencyRule(try EmergencyRule(parsing: try take(EmergencyRule.length)))
         case .roleAnswer:
@@ -324,11 +256,8 @@ public enum HolderRecord {
         case .shareOffer: nil
         case .shareAnswer: 18
         case .pieceRequest: RelayPieceRequest.length
-        case .pieceAnswer(_, .waiting, _): 16 + 1 + 8
-        case .pieceAnswer(_, .refused, _): 16 + 1 + 1
-        case .pieceAnswer(_, .emergencyWait, _): 16 + 1 + 8
         case .pieceAnswer(_, .released, _): nil
-        case .pieceAnswer: 16 + 1
+        case .pieceAnswer(_, let outcome, _): 16 + outcome.encoded.count
         case .emergencyRule: EmergencyRule.length
         case .roleAnswer: 16 + 8 + 1
         case .emergencyNotice: 1 + 8 + 8 + RelayPieceRequest.length

@@ -23,7 +23,7 @@ public enum RecoveryDesk {
     /// Takes a piece answer from `sender`: its head, and (released) the file and offset where
     /// the released piece starts. A released piece is checked here, before it counts: sealed
     /// to this request's reply key, from the holder asked, against the dealer's commitments.
-    public static func take(answer nonce: [UInt8], outcome: HolderRecord.PieceOutcome, prefix: [UInt8]?, piece: (path: String, offset: UInt64)?,
+    public static func take(answer nonce: [UInt8], outcome: PieceAnswer, prefix: [UInt8]?, piece: (path: String, offset: UInt64)?,
                             from sender: KeyCard, keystore: Keystore, identity: Identity, now: Date = Date()) throws -> Taken {
         guard let (recovery, ask) = try keystore.ask(nonce: nonce) else {
             if let label = try keystore.endedAsk(nonce: nonce) { return .late(label: label) }
@@ -38,9 +38,10 @@ public enum RecoveryDesk {
         guard ask.state != .released else { return .refused("\(ask.holderLabel) answered again a request it released (a replay)") }
         let label = ask.holderLabel
         switch outcome {
-        case .waiting(let until):
-            try keystore.updateAsk(nonce: nonce, state: .waiting, until: until, now: now)
-            return .ask(label: label, state: .waiting, detail: nil)
+        case .waiting(let request, let until):
+            // The holder's id of the request, to name it there ('vault approve ID').
+            try keystore.updateAsk(nonce: nonce, state: .waiting, detail: request, until: until, now: now)
+            return .ask(label: label, state: .waiting, detail: request)
         case .emergencyWait(let until):
             // The piece comes when the holder's wait ends: the recovery waits as long.
             try keystore.updateAsk(nonce: nonce, state: .waiting, detail: Recovery.Ask.emergencyDetail, until: until, now: now)

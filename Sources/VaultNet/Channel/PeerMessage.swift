@@ -1,5 +1,6 @@
 import VaultCore
 import VaultHolders
+import VaultHolders
 
 /// The peer protocol's messages (Docs/PROTOCOL.md). Each travels as
 /// version (1) ‖ type (1) ‖ body length (8) ‖ body, split over as many Noise transport
@@ -28,6 +29,10 @@ public enum PeerMessageType: UInt8, Sendable {
     /// A dealer's emergency rule for a secret the holder holds (FORMAT.md §21), answered
     /// with `deliverResult`.
     case emergencyRule = 10
+    /// A holder's answer to a piece request that released nothing (yet): a ``PieceAnswer``
+    /// (FORMAT.md §20's encoding), its fields as fields (a request id, a time), since
+    /// protocol version 2. A release is a `piece`; a check's refusal a `refused`.
+    case pieceAnswer = 11
 
     /// The largest body accepted for this type.
     var maximumBody: UInt64 {
@@ -40,6 +45,7 @@ public enum PeerMessageType: UInt8, Sendable {
         case .pairDecision: 1
         case .pairReveal: 32
         case .emergencyRule: UInt64(EmergencyRule.length)
+        case .pieceAnswer: 1 + 12
         }
     }
 }
@@ -58,11 +64,11 @@ extension PeerMessageType: CustomStringConvertible {
         case .pairDecision: "pairing decision"
         case .pairReveal: "pairing reveal"
         case .emergencyRule: "emergency rule"
+        case .pieceAnswer: "piece answer"
         }
     }
 }
 
-/// Why a peer refused; the code travels on the wire, and Docs/PROTOCOL.md lists them.
 extension PeerMessageType {
     /// The first frame of a message (§2): version ‖ type ‖ body length (8) ‖ the body's start.
     /// Checks the version, the type, the type's bound on the length, and that the frame does
@@ -77,51 +83,6 @@ extension PeerMessageType {
         let start = Array(frame[10...])
         guard UInt64(start.count) <= length else { throw NetError.protocolViolation("a message overruns its length") }
         return (type, length, start)
-    }
-}
-
-public enum RefusalCode: UInt8, Sendable, CustomStringConvertible {
-    case untrusted = 1
-    case rateLimited = 2
-    case unknownSecret = 3
-    case badProof = 4
-    case sameIndex = 5
-    case notConfirmed = 6
-    case malformed = 7
-    case storage = 8
-    case rejectedBundle = 9
-    case busy = 10
-    case notPairing = 11
-    case pairingDeclined = 12
-    /// The holder must consent first; the reason is `ID SECONDS`: the request's id and the
-    /// seconds left to answer. The requester asks again later, on a new connection.
-    case awaitingConsent = 13
-    /// The holder denied the request.
-    case releaseDenied = 14
-    /// The holder did not answer in time.
-    case consentTimedOut = 15
-    /// The holder refused an emergency rule (the reason says why).
-    case rejectedRule = 16
-
-    public var description: String {
-        switch self {
-        case .untrusted: "untrusted key"
-        case .rateLimited: "rate limited"
-        case .unknownSecret: "no share of that secret"
-        case .badProof: "proof of possession refused"
-        case .sameIndex: "a holder does not release to its own index"
-        case .notConfirmed: "not confirmed by the holder"
-        case .malformed: "malformed request"
-        case .storage: "storage error"
-        case .rejectedBundle: "bundle rejected"
-        case .busy: "too many connections"
-        case .notPairing: "not accepting pairing (run 'vault serve --pairing' there)"
-        case .pairingDeclined: "pairing declined"
-        case .awaitingConsent: "waiting for the holder to approve"
-        case .releaseDenied: "the holder denied the request"
-        case .consentTimedOut: "the holder did not approve in time"
-        case .rejectedRule: "emergency rule refused"
-        }
     }
 }
 

@@ -1,6 +1,7 @@
 import NIOCore
 import NIOPosix
 import VaultCore
+import VaultHolders
 
 /// A TCP connection to a peer after a Noise XX handshake: every byte on it is encrypted and
 /// authenticated, and `remoteKey` is the peer's proven X25519 key.
@@ -151,8 +152,13 @@ public final class SecureChannel {
         return (type, body)
     }
 
-    func refuse(_ code: RefusalCode, _ reason: String = "") async throws {
+    func refuse(_ code: Refusal, _ reason: String = "") async throws {
         try await send(.refused, [code.rawValue] + Array(reason.utf8.prefix(512)))
+    }
+
+    /// Answers a piece request with what it came to, when that is no release.
+    func answer(_ outcome: PieceAnswer) async throws {
+        try await send(.pieceAnswer, outcome.wire)
     }
 
     private func receiveFrame() async throws -> [UInt8] {
@@ -161,10 +167,11 @@ public final class SecureChannel {
     }
 }
 
-extension RefusalCode {
-    /// Decodes a `refused` or `deliverResult` body.
-    static func parse(_ body: [UInt8]) -> (RefusalCode, String)? {
-        guard let first = body.first, let code = RefusalCode(rawValue: first) else { return nil }
+extension Refusal {
+    /// Decodes a `refused` or `deliverResult` body: the code, and the peer's words (shown,
+    /// never read for meaning).
+    static func parse(_ body: [UInt8]) -> (Refusal, String)? {
+        guard let first = body.first, let code = Refusal(rawValue: first) else { return nil }
         return (code, String(decoding: body.dropFirst(), as: UTF8.self))
     }
 }

@@ -48,7 +48,7 @@ public enum PeerClient {
             switch type {
             case .welcome: return try await body(channel)
             case .refused:
-                let (code, reason) = RefusalCode.parse(answer) ?? (.malformed, "")
+                let (code, reason) = Refusal.parse(answer) ?? (.malformed, "")
                 throw NetError.refused(code, reason)
             default:
                 throw NetError.protocolViolation("expected a welcome, got \(type)")
@@ -70,7 +70,7 @@ public enum PeerClient {
                 throw NetError.protocolViolation("unexpected \(type) answer")
             }
             if status == 0 { return }
-            let (code, reason) = RefusalCode.parse(body) ?? (.malformed, "")
+            let (code, reason) = Refusal.parse(body) ?? (.malformed, "")
             throw NetError.refused(code, reason)
         }
     }
@@ -85,7 +85,7 @@ public enum PeerClient {
                 throw NetError.protocolViolation("unexpected \(type) answer")
             }
             guard status == 0 else {
-                let (code, reason) = RefusalCode.parse(body) ?? (.malformed, "")
+                let (code, reason) = Refusal.parse(body) ?? (.malformed, "")
                 throw NetError.refused(code, reason)
             }
             let words = String(decoding: body.dropFirst(), as: UTF8.self)
@@ -107,28 +107,23 @@ public enum PeerClient {
                                     waiting: @Sendable (_ id: String, _ seconds: Int) -> Void = { _, _ in }) async throws {
         var deadline: Date?
         while true {
-            do {
-                return try await requestPieceOnce(of: secret, from: peer, holderIndex: holderIndex, at: address, identity: identity,
-                                                  into: output, progress: progress)
-            } catch NetError.refused(.awaitingConsent, let reason) {
-                let parts = reason.split(separator: " ")
-                guard parts.count == 2, parts[0].count == 8, parts[0].allSatisfy({ $0.isHexDigit && !$0.isUppercase }),
-                      parts[1].allSatisfy(\.isASCII), let seconds = Int(parts[1]), seconds >= 0, seconds <= Int(NetLimits.approvalSeconds) else {
-                    throw NetError.protocolViolation("a malformed wait for consent")
-                }
-                if deadline == nil {
-                    waiting(String(parts[0]), seconds)
-                    // Our own bound, whatever the holder says: a lying holder cannot keep us forever.
-                    deadline = Date().addingTimeInterval(NetLimits.approvalSeconds + 5)
-                }
-                guard let deadline, Date() < deadline else { throw NetError.refused(.consentTimedOut, "") }
-                try await Task.sleep(nanoseconds: UInt64(NetLimits.approvalPollSeconds * 1e9))
+            guard let wait = try await requestPieceOnce(of: secret, from: peer, holderIndex: holderIndex, at: address, identity: identity,
+                                                        into: output, progress: progress) else { return }
+            if deadline == nil {
+                // The holder's clock says when; ours bounds it, whatever the holder says: a
+                // lying holder cannot keep us forever.
+                let seconds = max(0, min(Int(NetLimits.approvalSeconds), Int(wait.until) - Int(Date().timeIntervalSince1970)))
+                waiting(wait.request, seconds)
+                deadline = Date().addingTimeInterval(NetLimits.approvalSeconds + 5)
             }
+            guard let deadline, Date() < deadline else { throw NetError.notReleased(.timedOut) }
+            try await Task.sleep(nanoseconds: UInt64(NetLimits.approvalPollSeconds * 1e9))
         }
     }
 
+    /// One ask: nil once the piece is written; the holder's wait for its person otherwise.
     private static func requestPieceOnce(of secret: StoredSecret, from peer: Peer, holderIndex: Int, at address: PeerAddress,
-                                         identity: Identity, into output: OutputFile, progress: ProgressMeter?) async throws {
+                                         identity: Identity, into output: OutputFile, progress: ProgressMeter?) async throws -> ConsentWait? {
         try await connect(to: peer, at: address, identity: identity) { channel in
             let proof = try PossessionProof.make(for: secret, identity: identity, holder: holderIndex,
                                                  handshakeHash: channel.handshakeHash)
@@ -148,14 +143,35 @@ public enum PeerClient {
                     try output.write($0)
                     progress?.advance($0.count)
                 }
+                return nil
             case .refused:
                 var body: [UInt8] = []
                 try await channel.receiveBody(length) { body += $0 }
-                let (code, reason) = RefusalCode.parse(body) ?? (.malformed, "")
+                let (code, reason) = Refusal.parse(body) ?? (.malformed, "")
                 throw NetError.refused(code, reason)
+            case .pieceAnswer:
+                var body: [UInt8] = []
+                try await channel.receiveBody(length) { body += $0 }
+                guard let code = body.first, let answer = try? PieceAnswer(code: code, fields: Array(body.dropFirst())) else {
+                    throw NetError.protocolViolation("a malformed piece answer")
+                }
+                switch answer {
+                case .waiting(let request?, let until): return ConsentWait(request: request, until: until)
+                case .denied, .timedOut: throw NetError.notReleased(answer)
+                case .refused(let refusal): throw NetError.refused(refusal, "")
+                case .waiting, .released, .deniedByDealer, .emergencyWait:
+                    // None of these is an answer over the LAN (a release is a piece message).
+                    throw NetError.protocolViolation("an unexpected piece answer: \(answer)")
+                }
             default:
                 throw NetError.protocolViolation("unexpected \(type) answer")
             }
         }
+    }
+
+    /// A holder's "waiting for its person": the request's id there, and until when.
+    private struct ConsentWait {
+        let request: String
+        let until: UInt64
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import VaultCore
+import VaultHolders
 
 /// Pairing by short code: trust established over the LAN instead of by scanning a card.
 ///
@@ -91,7 +92,7 @@ public enum Pairing {
             defer { nonce.wipe() }
             try await channel.send(.pairCard, cardMessage(identity, handshakeHash: hash, value: commitment(handshakeHash: hash, nonce: nonce)))
             let (type, body) = try await channel.receive()
-            if type == .refused { throw NetError.refused(RefusalCode.parse(body)?.0 ?? .malformed, RefusalCode.parse(body)?.1 ?? "") }
+            if type == .refused { throw NetError.refused(Refusal.parse(body)?.0 ?? .malformed, Refusal.parse(body)?.1 ?? "") }
             guard type == .pairCard else { throw NetError.protocolViolation("expected a pairing card, got \(type)") }
             let (card, label, serverNonce) = try parseCard(body, remoteKey: channel.remoteKey, handshakeHash: hash)
             // Revealed only now: the server chose its nonce without knowing ours.

@@ -174,7 +174,7 @@ public final class PeerServer: @unchecked Sendable {
     }
 
     private func receiveShare(from peer: Peer, length: UInt64, on channel: SecureChannel) async throws {
-        func answer(_ code: RefusalCode?, _ text: String) async throws {
+        func answer(_ code: Refusal?, _ text: String) async throws {
             try await channel.send(.deliverResult, [code?.rawValue ?? 0] + Array(text.utf8.prefix(512)))
         }
         // Nothing reaches the disk before the signed header names this peer as the dealer and
@@ -256,7 +256,7 @@ public final class PeerServer: @unchecked Sendable {
         var body: [UInt8] = []
         guard length == PeerMessageType.emergencyRule.maximumBody else { throw NetError.protocolViolation("an emergency rule of \(length) bytes") }
         try await channel.receiveBody(length) { body += $0 }
-        func answer(_ code: RefusalCode?, _ text: String) async throws {
+        func answer(_ code: Refusal?, _ text: String) async throws {
             try await channel.send(.deliverResult, [code?.rawValue ?? 0] + Array(text.utf8.prefix(512)))
         }
         let rule: EmergencyRule
@@ -332,15 +332,16 @@ public final class PeerServer: @unchecked Sendable {
         } else {
             switch approvals.stand(peer: peer, header: header, requester: request.requester) {
             case .waiting(let id, let seconds, _):
-                return try await channel.refuse(.awaitingConsent, "\(id) \(seconds)")
+                // The request's id and its time are fields: the requester reads them as such.
+                return try await channel.answer(.waiting(request: id, until: UInt64(Date().timeIntervalSince1970) + UInt64(max(0, seconds))))
             case .denied:
                 try keystore.recordRelease(secretID: header.secretID, peer: peer, requester: request.requester, decision: .denied)
                 log("did not release \(piece) to '\(peer.label)': denied")
-                return try await channel.refuse(.releaseDenied)
+                return try await channel.answer(.denied)
             case .timedOut:
                 try keystore.recordRelease(secretID: header.secretID, peer: peer, requester: request.requester, decision: .timedOut)
                 log("did not release \(piece) to '\(peer.label)': nobody approved in time")
-                return try await channel.refuse(.consentTimedOut)
+                return try await channel.answer(.timedOut)
             case .busy:
                 throttled.note("consent-busy", "turned away a piece request: \(NetLimits.pendingApprovals) already wait for consent")
                 return try await channel.refuse(.busy, "too many requests wait for consent")

@@ -15,7 +15,9 @@ public enum NetLimits {
     /// The Noise prologue, binding every handshake to this protocol's version.
     public static let prologue = Array("vault/1".utf8)
     /// The application protocol's version byte.
-    static let protocolVersion: UInt8 = 1
+    /// Version 2 (2026-12-01): refusals in the one numbering of ``Refusal``, and piece
+    /// answers with their fields (`pieceAnswer`); a peer of version 1 is told so, not misread.
+    static let protocolVersion: UInt8 = 2
     /// Plaintext per Noise transport message.
     static let framePlaintext = noiseMaximumMessage - noiseTagLength
     /// The largest streamed body (a bundle or a piece): 1 TiB and change.

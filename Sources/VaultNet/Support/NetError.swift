@@ -1,4 +1,5 @@
 import VaultCore
+import VaultHolders
 
 /// Every failure VaultNet reports. Messages are lowercase, without a final period, and
 /// never carry key material.
@@ -20,7 +21,10 @@ public enum NetError: UserFacingError, Equatable {
     /// The peer broke the protocol; the text says how.
     case protocolViolation(String)
     /// The peer refused, with its code and reason.
-    case refused(RefusalCode, String)
+    case refused(Refusal, String)
+    /// A holder answered a piece request without releasing it: its person denied it, or
+    /// nobody approved in time.
+    case notReleased(PieceAnswer)
     /// The peer at that address holds another key than the one trusted under its label.
     case unexpectedPeer(expected: String)
     /// The peer could not be reached.
@@ -41,6 +45,9 @@ public enum NetError: UserFacingError, Equatable {
         case .protocolViolation(let detail): "protocol violation: \(detail)"
         // The reason is the peer's own text: shown escaped, and cut short.
         case .refused(let code, let reason): reason.isEmpty ? "refused: \(code)" : "refused: \(code) (\(TerminalText.escaped(reason, limit: 200)))"
+        case .notReleased(.denied): "refused: the holder denied the request"
+        case .notReleased(.timedOut): "refused: the holder did not approve in time"
+        case .notReleased(let outcome): "refused: the holder answered \(outcome)"
         case .unexpectedPeer(let label): "the peer at that address is not '\(label)': its key differs from the one you trust"
         case .unreachable(let detail): "unreachable: \(detail)"
         case .connectionLost(let reason): "the connection broke: \(reason)"

@@ -106,7 +106,8 @@ enum AskWords {
         case .asked: "asked through relays, no answer yet"
         case .waiting where detail == Recovery.Ask.emergencyDetail:
             "emergency access: released " + (until.map { "on \(DateWords.release($0))" } ?? "when its wait ends") + " unless the secret's dealer denies"
-        case .waiting: "waiting for its person to approve" + (until.map { " (until \(DateWords.short($0)))" } ?? "")
+        case .waiting: "waiting for its person to approve" + (detail.map { " request \($0)" } ?? "")
+            + (until.map { " (until \(DateWords.short($0)))" } ?? "")
         case .released: "piece received"
         case .denied where detail == Recovery.Ask.dealerDetail: "denied by the secret's dealer"
         case .denied: "denied"

@@ -61,7 +61,7 @@ import Testing
         }
         #expect(id == Array(repeating: 1, count: 16))
         let nonce = Array(repeating: UInt8(5), count: 16)
-        for outcome: HolderRecord.PieceOutcome in [.denied, .timedOut, .waiting(until: 42), .refused(.replayed)] {
+        for outcome: PieceAnswer in [.denied, .timedOut, .waiting(request: nil, until: 42), .waiting(request: "0a1b2c3d", until: 42), .refused(.replayed)] {
             guard case .pieceAnswer(let n, let read, nil) = try head(HolderRecord.pieceAnswer(nonce: nonce, outcome: outcome)) else {
                 Issue.record("not an answer"); continue
             }

@@ -4,6 +4,7 @@ import NIOPosix
 import Testing
 @testable import VaultCore
 @testable import VaultNet
+import VaultHolders
 import VaultTestSupport
 
 /// Holders in temporary keystores, all trusting each other, with one 2-of-n secret shared
@@ -86,7 +87,7 @@ func ask(_ channel: SecureChannel, _ request: PieceRequest) async throws -> (Pee
             }
             // The same proof on a new channel: its handshake hash differs.
             let (type, body) = try await PeerClient.connect(to: bob, at: address, identity: carol) { try await ask($0, first) }
-            #expect(type == .refused && body.first == RefusalCode.badProof.rawValue)
+            #expect(type == .refused && body.first == Refusal.badProof.rawValue)
         }
     }
 
@@ -98,17 +99,17 @@ func ask(_ channel: SecureChannel, _ request: PieceRequest) async throws -> (Pee
             let (type, body) = try await PeerClient.connect(to: bob, at: address, identity: dave) { channel in
                 try await ask(channel, PieceRequest(secretID: holders.secretID, requester: 3, holder: 2, proof: [UInt8](repeating: 7, count: 64)))
             }
-            #expect(type == .refused && body.first == RefusalCode.badProof.rawValue)
+            #expect(type == .refused && body.first == Refusal.badProof.rawValue)
             // A request for the holder's own index.
             let (sameType, sameBody) = try await PeerClient.connect(to: bob, at: address, identity: holders.identities[2]) { channel in
                 try await ask(channel, PieceRequest(secretID: holders.secretID, requester: 2, holder: 2, proof: [UInt8](repeating: 0, count: 64)))
             }
-            #expect(sameType == .refused && sameBody.first == RefusalCode.sameIndex.rawValue)
+            #expect(sameType == .refused && sameBody.first == Refusal.sameIndex.rawValue)
             // A secret the holder has no share of.
             let (unknownType, unknownBody) = try await PeerClient.connect(to: bob, at: address, identity: holders.identities[2]) { channel in
                 try await ask(channel, PieceRequest(secretID: [UInt8](repeating: 1, count: 16), requester: 3, holder: 2, proof: [UInt8](repeating: 0, count: 64)))
             }
-            #expect(unknownType == .refused && unknownBody.first == RefusalCode.unknownSecret.rawValue)
+            #expect(unknownType == .refused && unknownBody.first == Refusal.unknownSecret.rawValue)
         }
     }
 
@@ -299,7 +300,7 @@ func ask(_ channel: SecureChannel, _ request: PieceRequest) async throws -> (Pee
                 (UInt64(1) << 40, 3, "only a bundle's dealer may deliver it"),
             ] {
                 let (type, body) = try await deliver(bundle, announcing: length, from: sender, to: 2, holders, at: address)
-                #expect(type == .deliverResult && body.first == RefusalCode.rejectedBundle.rawValue)
+                #expect(type == .deliverResult && body.first == Refusal.rejectedBundle.rawValue)
                 #expect(String(decoding: body.dropFirst(), as: UTF8.self).contains(reason), "\(String(decoding: body.dropFirst(), as: UTF8.self))")
                 #expect(try files(carol.home) == before)
             }

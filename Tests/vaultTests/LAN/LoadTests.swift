@@ -57,8 +57,8 @@ import VaultTestSupport
         #expect(report.count("idle closed by server") > 0, "\(figures)")
         #expect(report.count("slow closed by server") > 0, "\(figures)")
         #expect(report.count("untrusted answered 5/01") > 0, "\(figures)")
-        #expect(report.count("piece requests answered 5/02") > 0, "rate limiting: \(figures)")
-        #expect(report.count("piece requests answered 5/04") > 0, "bad proofs: \(figures)")
+        #expect(report.count("piece requests answered 5/0a") > 0, "rate limiting: \(figures)")
+        #expect(report.count("piece requests answered 5/03") > 0, "bad proofs: \(figures)")
         #expect(report.count("flood not welcomed 5") == 0, "\(figures)")
         // Still serving, and the flood shows in its log as counts, not as thousands of lines.
         #expect(server.stop() == 0)
