@@ -58,13 +58,7 @@ public enum KitRecovery {
             }
             return RecoveryLanes.Piece(x: UInt8(share.header.holderIndex), file: file, offset: 0)
         }
-        do {
-            try RecoveryLanes(ciphertextLength: header.ciphertextLength, pieces: pieces, key: dataKey, hashers: nil, progress: nil,
-                              emit: opening.write).run()
-        } catch let disagreement as SecretRecovery.PiecesDisagree {
-            throw disagreement.error
-        }
-        try opening.finish()
+        try opening.open(ciphertextLength: header.ciphertextLength, pieces: pieces, key: dataKey)
         return Outcome(dealer: header.dealer, recovered: RecoveredSecret(type: header.type, metadata: opening.metadata, pieces: []),
                        used: chosen)
     }

@@ -73,13 +73,7 @@ public enum MessageOpening {
                                      metadataReady: metadataReady, output: output)
         let dataKey = opening.start(keyShares: chosen.map { (x: UInt8($0.header.index), share: $0.keyShare) })
         let pieces = try chosen.map { RecoveryLanes.Piece(x: UInt8($0.header.index), file: try FileSource(path: $0.path), offset: $0.pieceOffset) }
-        do {
-            try RecoveryLanes(ciphertextLength: header.ciphertextLength, pieces: pieces, key: dataKey, hashers: nil, progress: nil,
-                              emit: opening.write).run()
-        } catch let disagreement as SecretRecovery.PiecesDisagree {
-            throw disagreement.error
-        }
-        try opening.finish()
+        try opening.open(ciphertextLength: header.ciphertextLength, pieces: pieces, key: dataKey)
         return OpenedMessage(header: header, metadata: opening.metadata)
     }
 }

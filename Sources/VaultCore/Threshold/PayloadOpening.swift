@@ -46,6 +46,19 @@ final class PayloadOpening {
         guard type != .key || keyBytes == SharedKey.length else { throw VaultError.badKey }
     }
 
+    /// Rebuilds the ciphertext from k `pieces` in lanes (their checks already made), opens
+    /// it under `key` into this opening and checks the end; what the pieces' bytes cause is
+    /// thrown as its ``VaultError``. For pieces read whole and checked before: a relay
+    /// message's, a kit's.
+    func open(ciphertextLength: UInt64, pieces: [RecoveryLanes.Piece], key: SecureBytes) throws {
+        do {
+            try RecoveryLanes(ciphertextLength: ciphertextLength, pieces: pieces, key: key, hashers: nil, progress: nil, emit: write).run()
+        } catch let disagreement as SecretRecovery.PiecesDisagree {
+            throw disagreement.error
+        }
+        try finish()
+    }
+
     /// The payload's fields, once they were read.
     var metadata: SecretMetadata { payload?.metadata ?? SecretMetadata() }
 }
