@@ -18,6 +18,8 @@ let package = Package(
         .library(name: "VaultSync", targets: ["VaultSync"]),
         // Its example (Examples/AccountBook): the standalone app, and the same app synced.
         .executable(name: "account-book", targets: ["AccountBook"]),
+        // The benchmarks (scripts/bench*, Docs/BENCHMARKS.md), outside the production targets.
+        .executable(name: "vault-bench", targets: ["VaultBench"]),
         .executable(name: "account-book-synced", targets: ["AccountBookSynced"]),
     ],
     dependencies: [
@@ -135,6 +137,19 @@ let package = Package(
                 "VaultCore", "VaultHolders", "VaultNet", "VaultRelay", "VaultRelayClient", "VaultSync", "CVaultProcess",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
+            swiftSettings: [.swiftLanguageMode(.v5)] + strict
+        ),
+        // The measuring harness behind scripts/bench, bench-relay and bench-sync: loopback
+        // holders, relays and syncs timed in one process. Not installed.
+        .executableTarget(
+            name: "VaultBench",
+            dependencies: [
+                "VaultCore", "VaultNet", "VaultRelay", "VaultRelayProtocol", "VaultRelayClient", "VaultSync",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Benchmarks/VaultBench",
             swiftSettings: [.swiftLanguageMode(.v5)] + strict
         ),
 

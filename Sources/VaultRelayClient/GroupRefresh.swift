@@ -440,7 +440,7 @@ extension Messenger {
     }
 
     /// `POST /v1/groups/{id}/accept` or `…/decline`, for the owner this identity means.
-    static func answerGroup(_ id: [UInt8], ownerKey: [UInt8], accept: Bool, on connection: RelayConnection) async throws {
+    package static func answerGroup(_ id: [UInt8], ownerKey: [UInt8], accept: Bool, on connection: RelayConnection) async throws {
         let body = try JSONEncoder().encode(RelayAPI.Answer(owner: Base64URL.encode(ownerKey)))
         let (status, answer) = try await connection.send(.POST, "/v1/groups/\(id.hex)/\(accept ? "accept" : "decline")", body: [UInt8](body))
         guard status == 204 else { throw RelayConnection.failure(relay: connection.name, status: status, body: answer) }

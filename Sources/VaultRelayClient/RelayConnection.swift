@@ -91,7 +91,7 @@ public struct RelayConnection: Sendable {
 
     /// A signed request with a small body; returns the status and the checked body. `waiting`
     /// for a request the relay may hold (a waiting list), within `deadline`.
-    func send(_ method: HTTPMethod, _ path: String, body: [UInt8] = [], limit: Int = 1 << 20,
+    package func send(_ method: HTTPMethod, _ path: String, body: [UInt8] = [], limit: Int = 1 << 20,
               deadline: TimeAmount = RelayHTTPClient.smallDeadline, waiting: Bool = false) async throws -> (Int, [UInt8]) {
         if let outages, outages.contains(card) { throw RelayOutages.givenUp(name) }
         let nonce = SecureRandom().bytes(RequestSignature.nonceLength)
@@ -209,7 +209,7 @@ public struct RelayConnection: Sendable {
         }
     }
 
-    static func failure(relay: String, status: Int, body: [UInt8]) -> RelayError {
+    package static func failure(relay: String, status: Int, body: [UInt8]) -> RelayError {
         if let failure = try? JSONDecoder().decode(RelayAPI.Failure.self, from: Data(body)) {
             return RelayError(relay: relay, code: failure.code, words: TerminalText.escaped(failure.error))
         }

@@ -27,7 +27,7 @@ enum RelayHTTPClient {
         var configuration = HTTPClient.Configuration()
         configuration.connectionPool.retryConnectionEstablishment = false
         // One connection a request in flight, up to 64 a relay (AsyncHTTPClient's default is
-        // 8): a send makes one a relay, `vault bench --relay` many.
+        // 8): a send makes one a relay, `vault-bench --relay` many.
         configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 64
         // A relay that stops sending for this long is stalled, whatever the body's size.
         configuration.timeout = .init(connect: connectTimeout, read: readTimeout)
@@ -77,7 +77,7 @@ enum RelayHTTPClient {
     /// A waiting list's silence: its longest wait and the small deadline's margin.
     static let waitingReadTimeout = TimeAmount.seconds(Int64(RelayAPI.waits.upperBound)) + smallDeadline
     /// The deadline of a request with a small body (`/card`, groups, lists, confirms).
-    static let smallDeadline = TimeAmount.seconds(30)
+    package static let smallDeadline = TimeAmount.seconds(30)
     /// The deadline of a streamed message share: generous, as the read timeout above
     /// already catches a relay that stalls.
     static let streamDeadline = TimeAmount.hours(1)

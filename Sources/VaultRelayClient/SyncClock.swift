@@ -1,6 +1,6 @@
 import Foundation
 
-/// Where the time of object sync goes, for `vault bench --sync` (Grouper's figure 6.1 split:
+/// Where the time of object sync goes, for `vault-bench --sync` (Grouper's figure 6.1 split:
 /// data sync, secret sharing, network). A measuring task sets ``current`` for the calls it
 /// times; everywhere else it is nil and measuring costs one task-local read.
 public final class SyncClock: @unchecked Sendable {

@@ -20,6 +20,11 @@ public struct VaultBinary: Sendable {
         return "vault-binary-not-built (run 'swift build' first or set VAULT_BIN)"
     }()
 
+    /// The measuring harness, `vault-bench`, built beside ``path``.
+    public static var benchPath: String {
+        URL(fileURLWithPath: path).deletingLastPathComponent().appendingPathComponent("vault-bench").path
+    }
+
     /// The home every command runs in.
     public let home: String
     /// Extra environment for every command.

@@ -10,7 +10,7 @@ struct Vault: AsyncParsableCommand {
         abstract: "A peer-authenticated threshold vault.",
         discussion: "Every machine has an identity; people trust each other face to face by exchanging key cards.",
         version: "0.1.0",
-        subcommands: [Init.self, Id.self, PeerCommand.self, Passphrase.self, Share.self, SecretsCommand.self, Recover.self, RecoverWords.self, KeyCommand.self, KeysCommand.self, Unlock.self, Lock.self, ItemCommand.self, Scan.self, Reshare.self, Url.self, SettingsCommand.self, Serve.self, Requests.self, Approve.self, Deny.self, Pair.self, Nearby.self, Bench.self, RelayCommand.self, GroupCommand.self, Send.self, Receive.self, SyncCommand.self, AppCommand.self, LinkCommand.self]
+        subcommands: [Init.self, Id.self, PeerCommand.self, Passphrase.self, Share.self, SecretsCommand.self, Recover.self, RecoverWords.self, KeyCommand.self, KeysCommand.self, Unlock.self, Lock.self, ItemCommand.self, Scan.self, Reshare.self, Url.self, SettingsCommand.self, Serve.self, Requests.self, Approve.self, Deny.self, Pair.self, Nearby.self, RelayCommand.self, GroupCommand.self, Send.self, Receive.self, SyncCommand.self, AppCommand.self, LinkCommand.self]
     )
 }
 

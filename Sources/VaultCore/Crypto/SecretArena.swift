@@ -7,7 +7,7 @@ import Foundation
 /// `mprotect`s, an `mlock` and a `madvise` to allocate, as many calls again to free, and a
 /// TLB shootdown on every other core each time. A recovery handles some forty 32-byte keys
 /// per holder (Noise handshakes, one-time keys, signatures), and those system calls were
-/// two fifths of its CPU time (`perf`, `vault bench --lan`). Small secrets therefore share
+/// two fifths of its CPU time (`perf`, `vault-bench --lan`). Small secrets therefore share
 /// regions that `sodium_malloc` hands out once and that stay mapped, locked and excluded
 /// from core dumps for the life of the process: a slot is zeroed when it is released and
 /// handed out again. The page-granular reasons for `sodium_malloc` hold for the region as

@@ -1,7 +1,7 @@
 import Foundation
 
 /// Sizes and rates as people read them: binary units for sizes, decimal for rates (as
-/// `vault bench` prints them).
+/// `vault-bench` prints them).
 public enum ByteCount {
     /// `bytes` with one decimal in the largest unit it reaches: "812 B", "4.0 MiB" (the
     /// progress line, whose width then stays put).

@@ -83,8 +83,12 @@ public enum RelayServer {
             }
             let key = try load("key", tls.key) { try NIOSSLPrivateKey(file: tls.key, format: .pem) }
             do {
-                server = try HTTPServerBuilder.tls(http1,
-                                                   tlsConfiguration: TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key)))
+                var tlsConfiguration = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
+                // NIOSSL waits 5 s for a peer's close_notify before closing anyway, so a client
+                // that connected and went quiet held a stopping relay that long. Every answer
+                // is framed (Content-Length), so a peer's close_notify protects nothing here.
+                tlsConfiguration.shutdownTimeout = RelayIdentity.tlsShutdownWait
+                server = try HTTPServerBuilder.tls(http1, tlsConfiguration: tlsConfiguration)
             } catch {
                 throw RelayStartFailure("cannot use the TLS certificate \(tls.certificate) with the key \(tls.key): \(error)")
             }
@@ -138,6 +142,9 @@ private func raiseFileLimit() -> Int {
 
 /// Constants of a relay's own.
 enum RelayIdentity {
+    /// How long a TLS connection being closed waits for the peer's close_notify.
+    static let tlsShutdownWait = TimeAmount.milliseconds(500)
+
     static let label = try! Label("relay")
     /// An upload not finished after this many seconds is dropped by the sweep.
     static let abandonedUpload: UInt64 = 3600

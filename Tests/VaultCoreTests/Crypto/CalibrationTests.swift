@@ -1,7 +1,7 @@
 import Testing
 import VaultCore
 
-/// The ceiling `vault bench` prints: every core runs the whole pipeline on chunks of its own.
+/// The ceiling `vault-bench` prints: every core runs the whole pipeline on chunks of its own.
 @Suite struct CalibrationTests {
     @Test func ceilingSpreadsTheWholePipelineOverTheCores() {
         // Per MB: 1 ms (cipher) + 0.25 ms (dispersal) + 5/3 · 1 ms (hash of the pieces).

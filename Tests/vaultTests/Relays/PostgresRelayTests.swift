@@ -286,7 +286,7 @@ final class PostgresWorld {
 
     /// A list's work is bounded by what waits for the caller, whatever the planner believes.
     /// The statistics of a busy relay lag its newest groups: the bench's second group
-    /// (`vault bench --relay`, 200 members, 4,000 messages) was planned as one member and one
+    /// (`vault-bench --relay`, 200 members, 4,000 messages) was planned as one member and one
     /// message, and each list scanned every message of the group once for each member (46 s
     /// a list). Here the statistics are taken before a group of 5,000 messages arrives, 50 of
     /// them for bob, and bob lists it ten times: the relay must fetch his 50 messages a list,

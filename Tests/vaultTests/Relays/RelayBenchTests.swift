@@ -2,15 +2,15 @@ import Foundation
 import Testing
 import VaultTestSupport
 
-/// `vault bench --relay` (issue 37) measures, and the tests do not time it; they hold it to
+/// `vault-bench --relay` (issue 37) measures, and the tests do not time it; they hold it to
 /// measuring what it says: every request of each kind served as the relay serves it, by
 /// either client, so a figure is never the rate of refusals.
 @Suite struct RelayBenchTests {
     @Test(arguments: ["vault", "plain"])
     func everyRequestOfTheThroughputPartIsServed(client: String) throws {
         let scratch = TemporaryDirectory("vault-relay-bench")
-        let result = try ProcessRunner.run(VaultBinary.path, [
-            "bench", "--relay", "--parts", "throughput", "--requests", "60", "--concurrency", "6", "--identities", "5",
+        let result = try ProcessRunner.run(VaultBinary.benchPath, [
+            "--relay", "--parts", "throughput", "--requests", "60", "--concurrency", "6", "--identities", "5",
             "--client", client, "--scratch", scratch.path,
         ])
         #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
@@ -31,7 +31,7 @@ import VaultTestSupport
     }
 
     @Test func anUnknownClientIsRefused() throws {
-        let result = try ProcessRunner.run(VaultBinary.path, ["bench", "--relay", "--client", "wrk"])
+        let result = try ProcessRunner.run(VaultBinary.benchPath, ["--relay", "--client", "wrk"])
         #expect(result.status != 0)
         #expect(result.stderr.contains("--client is vault or plain"), "\(result.stderr)")
     }

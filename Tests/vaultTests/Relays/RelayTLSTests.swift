@@ -101,4 +101,24 @@ import VaultTestSupport
         let check = try dave.vault.run(["relay", "check"])
         #expect(check.stdout.contains("cannot reach it: the connection was refused (is it running?)"), "\(check.stdout)\(check.stderr)")
     }
+
+    /// A TLS client that connected and then went quiet held a stopping relay for 5 s (NIOSSL's
+    /// default wait for the peer's close_notify, issue 47 minor 7); the relay now gives a
+    /// quiet peer half a second, so it stops at once and says so.
+    @Test func aRelayStopsAtOnceWithAQuietTLSClient() throws {
+        let authority = try Authority()
+        let (one, url) = try relay(authority, "r1")
+        defer { _ = one.stop(SIGKILL) }
+        let address = url.replacingOccurrences(of: "https://", with: "")
+        // A handshake done, and then nothing: the shell keeps s_client's input open.
+        let quiet = try BackgroundProcess("/bin/sh", ["-c", "sleep 120 | exec /usr/bin/openssl s_client -connect \(address) -CAfile \(authority.ca)"],
+                                          environment: [:], logPath: authority.directory.file("client.log"))
+        defer { _ = quiet.stop(SIGKILL) }
+        try quiet.waitFor("Verify return code: 0")
+        let start = ProcessInfo.processInfo.systemUptime
+        #expect(one.stop(SIGTERM) == 0)
+        let took = ProcessInfo.processInfo.systemUptime - start
+        #expect(took < 4, "the relay took \(took) s to stop")
+        #expect(one.log.contains("vault relay: stopped"), "\(one.log)")
+    }
 }

@@ -3,9 +3,10 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import VaultCore
+import VaultRelayClient
 import VaultRelayProtocol
 
-/// The plain load of `vault bench --relay --client plain` (Docs/DECISIONS.md, "A list's
+/// The plain load of `vault-bench --relay --client plain` (Docs/DECISIONS.md, "A list's
 /// plan on PostgreSQL, and the bench's plain client"): signed requests made before the
 /// clock starts, sent over keep-alive HTTP/1.1 connections by one event loop, and each
 /// answer's status checked, as a load generator such as wrk does.

@@ -1,9 +1,11 @@
 import Foundation
 import NIOCore
+import NIOHTTP1
 import VaultCore
+import VaultRelayClient
 import VaultRelayProtocol
 
-/// The relay's side of `vault bench --relay` (Docs/DECISIONS.md, "Issue 37: the relay
+/// The relay's side of `vault-bench --relay` (Docs/DECISIONS.md, "Issue 37: the relay
 /// bench"): members of one group storing, listing, fetching and confirming small message
 /// shares with signed requests, many at once, each timed.
 public enum RelayBench {

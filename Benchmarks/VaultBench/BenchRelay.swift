@@ -2,9 +2,9 @@ import Foundation
 import VaultCore
 import VaultRelayClient
 
-/// `vault bench --relay`: issue 37's figures against real relay processes on loopback
+/// `vault-bench --relay`: issue 37's figures against real relay processes on loopback
 /// (Docs/DECISIONS.md, "Issue 37: the relay bench"). A measuring harness, like the rest of
-/// `vault bench`: its length is the cases it times.
+/// `vault-bench`: its length is the cases it times.
 ///
 /// 1. Signed PUT, list, GET and confirm of 1 KiB messages, at a given concurrency, by many
 ///    identities (so the per-key limit does not bind), on SQLite, and with `--postgres` on
@@ -59,7 +59,7 @@ extension Bench {
         let accepted = await RelayBench.measure("accept", count: members.count, concurrency: concurrency) { i in
             try await member(i, at: i).accept(record)
         }
-        guard accepted.failed == 0 else { throw CLIError.invalidInput("members could not accept the bench group: \(accepted.failure ?? "")") }
+        guard accepted.failed == 0 else { throw BenchFailure("members could not accept the bench group: \(accepted.failure ?? "")") }
 
         // The shares, dealt before anything is timed: message j from member j to member j+1.
         let directory = base(of: processes[0]) + "/shares-\(UUID().uuidString)"
@@ -152,7 +152,7 @@ extension Bench {
         defer { for socket in sockets { close(socket) } }
         for i in 0..<connections {
             let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            guard socket >= 0 else { throw CLIError.invalidInput("socket: \(String(cString: strerror(errno)))") }
+            guard socket >= 0 else { throw BenchFailure("socket: \(String(cString: strerror(errno)))") }
             sockets.append(socket)
             var local = sockaddr_in(sin_family: sa_family_t(AF_INET), sin_port: 0, sin_addr: in_addr(s_addr: inet_addr("127.0.100.\(1 + i % 40)")),
                                     sin_zero: (0, 0, 0, 0, 0, 0, 0, 0))
@@ -161,7 +161,7 @@ extension Bench {
             let length = socklen_t(MemoryLayout<sockaddr_in>.size)
             guard withUnsafePointer(to: &local, { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) } }) == 0,
                   withUnsafePointer(to: &remote, { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, length) } }) == 0
-            else { throw CLIError.invalidInput("connect: \(String(cString: strerror(errno)))") }
+            else { throw BenchFailure("connect: \(String(cString: strerror(errno)))") }
             _ = "GET /card HTTP/1.1\r\nHost: r\r\n".withCString { send(socket, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
         }
         usleep(2_000_000)
@@ -192,7 +192,7 @@ extension Bench {
                 members: [GroupRecord.Member(label: aliceID.label, card: aliceID.card), GroupRecord.Member(label: bobID.label, card: bobID.card)],
                 signer: aliceID)
             let refused = await Messenger.publish(record, identity: aliceID)
-            guard refused.isEmpty else { throw CLIError.invalidInput("bench group: \(refused[0])") }
+            guard refused.isEmpty else { throw BenchFailure("bench group: \(refused[0])") }
             try alice.accept(group: record)
             // bob accepts it (and every earlier one) once, untimed.
             _ = try await Messenger.receive(groupName: nil, keystore: bob, identity: bobID, sink: DiscardingSink())
@@ -215,7 +215,7 @@ extension Bench {
                 let report = try await Messenger.receive(groupName: record.name.value, keystore: bob, identity: bobID, sink: sink)
                 receives.append(Date().timeIntervalSince(received))
                 guard report.received.count == m else {
-                    throw CLIError.invalidInput("received \(report.received.count) of \(m): \(report.distinctProblems.prefix(3))")
+                    throw BenchFailure("received \(report.received.count) of \(m): \(report.distinctProblems.prefix(3))")
                 }
             }
             return (sends.sorted()[sends.count / 2], receives.sorted()[receives.count / 2])
@@ -310,7 +310,7 @@ final class RelayFleet: @unchecked Sendable {
         let log = directory + "/log"
         _ = FileManager.default.createFile(atPath: log, contents: nil)
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        process.executableURL = VaultExecutable.url
         process.arguments = ["relay", "serve", "--listen", "127.0.0.1:0", "--store", store, "--group-owners", "anyone",
                              "--address-rate", "1000000", "--max-connections-per-address", "0", "--sweep-interval", "3600",
                              "--groups-per-owner", "100000"]
@@ -331,7 +331,7 @@ final class RelayFleet: @unchecked Sendable {
             usleep(100_000)
         }
         process.terminate()
-        throw CLIError.invalidInput("a bench relay did not start: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+        throw BenchFailure("a bench relay did not start: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
     }
 
     func stopAll() {

@@ -3,7 +3,7 @@ import VaultCore
 import VaultRelayClient
 import VaultSync
 
-/// `vault bench --sync` (issue 36): Grouper's figure 6.1 again. Two instances of the account
+/// `vault-bench --sync` (issue 36): Grouper's figure 6.1 again. Two instances of the account
 /// book, on two homes whose keystores hold one key and one group (scripts/bench-sync makes
 /// them: 2 of 3 holders, 3 relays on loopback, each change stored on all 3), each with its
 /// `vault serve` running and the key unlocked. For M updated objects of 323 bytes: the time
@@ -43,7 +43,7 @@ struct SyncBench {
 
     /// Opens the app on both homes (`key`: the key's id, which names it on both).
     static func open(homes: [String], key: String) async throws -> SyncBench {
-        guard homes.count == 2 else { throw CLIError.invalidInput("--sync-homes takes two homes: the sender's and the receiver's") }
+        guard homes.count == 2 else { throw BenchFailure("--sync-homes takes two homes: the sender's and the receiver's") }
         var stores: [AppStore] = []
         for home in homes {
             let keystore = try Keystore.open(home: VaultHome(directory: home))
@@ -90,7 +90,7 @@ struct SyncBench {
         let total = ContinuousClock.now - start
         let cpuUsed = Self.processCPU() - cpu
         guard received == objects else {
-            throw CLIError.invalidInput("the receiver was handed \(received) of the \(objects) objects written: the relays did not carry them all")
+            throw BenchFailure("the receiver was handed \(received) of the \(objects) objects written: the relays did not carry them all")
         }
         let s = Self.seconds
         return Run(total: s(total), put: s(clock[.put]), apply: s(clock[.apply]), deliver: s(clock[.deliver]), seal: s(clock[.seal]),
@@ -100,7 +100,7 @@ struct SyncBench {
     /// Runs every M `runs` times; prints each M's median run.
     static func measure(homes: [String], key: String, counts: [Int], runs: Int) async throws {
         let bench = try await open(homes: homes, key: key)
-        print("vault bench --sync: M objects of \(objectBytes) bytes updated on one account book and handed to the other's app,"
+        print("vault-bench --sync: M objects of \(objectBytes) bytes updated on one account book and handed to the other's app,"
             + " through \(bench.sender.group.relays.count) relays (key '\(bench.sender.key.displayName)', \(bench.sender.key.secret.header.threshold)"
             + " of \(bench.sender.key.secret.header.count) holders); median of \(runs) runs, in ms; load average \(Self.loadAverage())")
         print("M     total    data sync (put, apply, deliver)      secret sharing (seal, open)   network (upload, download)   CPU")
