@@ -25,6 +25,20 @@ public enum SecretWords {
     /// The smallest: the standard's 128 bits (20 words).
     public static let minimumLength = 16
 
+    /// The warning for words of `header`'s secret, or nil for a key. The words are a
+    /// function of the secret (above), so whoever holds one mnemonic, or finds one kit, can
+    /// test a guess of the secret against it offline: fewer than k shares hide a key (drawn
+    /// at random, 256 bits), but a note only as well as it is hard to guess. Said, not
+    /// refused: a seed or a random token is as safe as a key, and only the dealer knows which
+    /// a note is.
+    public static func guessingWarning(_ header: BundleHeader) -> String? {
+        guard header.type == .note else { return nil }
+        return "these words are only as hard to guess as the note itself: one mnemonic lets its holder test guesses of it offline"
+    }
+
+    /// The hint beside ``guessingWarning(_:)``.
+    public static let guessingHint = "give the words a SLIP-39 passphrase kept apart from them, or keep words for random notes (seeds, tokens)"
+
     /// Refuses a secret whose type the words cannot carry: a file, a password or a contact
     /// has fields (a name, a username, a URL, phones) that a mnemonic has no room for, and a
     /// SLIP-39 tool would hand back bare bytes without them.

@@ -46,6 +46,8 @@ import VaultTestSupport
         let piece = try circle.release(id, from: "carol", to: "alice")
         let export = try circle["alice"].vault.run(["secrets", "export-words", id, "--piece", piece, "--no-words-passphrase"])
         #expect(export.status == 0, "\(export.stderr)")
+        // A key is drawn at random: its words carry no warning.
+        #expect(!export.stderr.contains("warning"), "\(export.stderr)")
         let words = Self.mnemonics(export.stdout)
         #expect(Set(words.keys) == ["alice", "bob", "carol"] && words.values.allSatisfy { $0.count == 1 && $0[0].split(separator: " ").count == 33 })
         #expect(export.stdout.contains("any 2 of these 3 holders' mnemonics recover it"))
@@ -110,6 +112,16 @@ import VaultTestSupport
         let tooLong = try circle["alice"].fails(["secrets", "export-words", id, "--piece", try circle.release(id, from: "bob", to: "alice"),
                                                  "--no-words-passphrase"])
         #expect(tooLong.contains("SLIP-39 words carry 16 to 32 bytes, an even number, and this secret has more than 32"), "\(tooLong)")
+        // A note that fits is written, with the warning: its words are derived from it, so
+        // one mnemonic lets its holder test guesses of a guessable note.
+        let short = try circle.files.write("short.txt", Array("my pin is 482913".utf8))
+        let noteID = try circle.share(from: "alice", [short, "--to", "bob", "-k", "2", "--type", "note"])
+        let note = try circle["alice"].vault.run(["secrets", "export-words", noteID, "--piece", try circle.release(noteID, from: "bob", to: "alice"),
+                                                  "--no-words-passphrase"])
+        #expect(note.status == 0, "\(note.stderr)")
+        #expect(note.stdout.split(separator: "\n").filter { $0.split(separator: " ").count == 20 }.count == 2, "\(note.stdout)")
+        #expect(note.stderr.contains("vault: warning: these words are only as hard to guess as the note itself"), "\(note.stderr)")
+        #expect(note.stderr.contains("vault: hint: give the words a SLIP-39 passphrase"), "\(note.stderr)")
         let file = try circle.files.write("photo.bin", Array(repeating: 7, count: 32))
         let fileID = try circle.share(from: "alice", [file, "--to", "bob", "-k", "2"])
         let notAKey = try circle["alice"].fails(["secrets", "export-words", fileID, "--no-words-passphrase"])

@@ -73,6 +73,7 @@ struct SecretsExportWords: AsyncParsableCommand {
         }
         Terminal.standardError("wrote the SLIP-39 words of \(wanted.count == 1 ? "holder" : "holders") "
             + wanted.map { "'\(TerminalText.escaped(names[$0 - 1]))'" }.joined(separator: ", ") + " of secret \(id)")
+        WordsLayout.warnIfGuessable(header)
     }
 }
 
@@ -90,6 +91,13 @@ enum WordsLayout {
     }
 
     /// The rule in words: "any 2 of the 3 holders' mnemonics".
+    /// Says when the words of `header`'s secret are only as strong as the secret is unguessable.
+    static func warnIfGuessable(_ header: BundleHeader) {
+        guard let warning = SecretWords.guessingWarning(header) else { return }
+        Terminal.standardError("vault: warning: " + warning)
+        Terminal.standardError("vault: hint: " + SecretWords.guessingHint)
+    }
+
     static func rule(_ header: BundleHeader, split: SLIP39Scheme.Group?) -> String {
         guard let split else { return "any \(header.threshold) of these \(header.count) holders' mnemonics recover it" }
         return "any \(header.threshold) of the \(header.count) holders' groups recover it, each group with \(split.threshold) of its \(split.count) mnemonics"

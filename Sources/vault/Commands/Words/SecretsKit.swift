@@ -96,5 +96,6 @@ struct SecretsKit: AsyncParsableCommand {
         }
         Terminal.standardError("wrote the recovery kit of holder '\(TerminalText.escaped(name))' (\(header.holderIndex) of \(header.count)) into \(TerminalText.escaped(path))"
             + (mnemonics.isEmpty ? "" : ", with its SLIP-39 words"))
+        if !mnemonics.isEmpty { WordsLayout.warnIfGuessable(header) }
     }
 }
