@@ -340,3 +340,11 @@ final class RelayFleet: @unchecked Sendable {
         started = []
     }
 }
+
+/// The `vault` binary beside this one: the relays a bench starts are real `vault relay
+/// serve` processes, built with it (`swift build` builds both into one directory).
+enum VaultExecutable {
+    static var url: URL {
+        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("vault")
+    }
+}
