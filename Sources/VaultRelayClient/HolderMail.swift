@@ -71,7 +71,35 @@ public struct HolderReport: Sendable {
 public enum HolderMail {
     /// How many relays must store a step for it to count as sent: two (every group has at
     /// least two), so that one relay down afterwards loses nothing.
-    public static func minimumRelays(_ group: GroupRecord) -> Int { min(2, group.relays.count) }
+    /// The guest box (Docs/RELAY.md, "The guest box") is read on whichever relays it can be:
+    /// one is enough there, since a new machine may have pinned only one.
+    public static func minimumRelays(_ group: GroupRecord) -> Int { group.isGuestBox ? 1 : min(2, group.relays.count) }
+
+    /// This identity's guest box: the relays it pinned and those of its groups, each once,
+    /// with its trusted peers as the members it takes guest messages from. Nil with no
+    /// relay.
+    public static func guestBox(keystore: Keystore, identity: Identity) -> GroupRecord? {
+        var relays: [GroupRecord.Relay] = []
+        for relay in (try? keystore.pinnedRelays()) ?? [] where !relays.contains(where: { $0.card == relay.card }) {
+            relays.append(.init(name: relay.label, url: relay.url, card: relay.card))
+        }
+        for group in (try? keystore.groups()) ?? [] {
+            for relay in group.relays where !relays.contains(where: { $0.card == relay.card }) { relays.append(relay) }
+        }
+        let peers = ((try? keystore.peers()) ?? []).map { GroupRecord.Member(label: $0.label, card: $0.card) }
+        return GroupRecord.guestBox(relays: relays, owner: identity.card, peers: peers)
+    }
+
+    /// The groups whose relays hold holder messages for this identity: its groups, then its
+    /// guest box.
+    public static func mailGroups(keystore: Keystore, identity: Identity) -> [GroupRecord] {
+        ((try? keystore.groups()) ?? []) + [guestBox(keystore: keystore, identity: identity)].compactMap { $0 }
+    }
+
+    /// The group of a holder request or ask, by id: the guest box's id is no stored group's.
+    static func group(id: [UInt8], keystore: Keystore, identity: Identity) throws -> GroupRecord? {
+        id == GroupRecord.guestBoxID ? guestBox(keystore: keystore, identity: identity) : try keystore.group(id: id)
+    }
 
     /// How long relays keep a share offer or a piece request: a week, as long as a request
     /// may live (``RelayPieceRequest/maximumLifetime``).
@@ -125,7 +153,7 @@ public enum HolderMail {
     public static func withdraw(_ recovery: Recovery, keystore: Keystore, identity: Identity) async {
         for ask in recovery.asks where ask.isPending {
             guard let peer = try? keystore.peers().first(where: { $0.card.agreementKey == ask.holderKey }),
-                  let group = try? keystore.group(id: ask.groupID) else { continue }
+                  let group = try? Self.group(id: ask.groupID, keystore: keystore, identity: identity) else { continue }
             _ = try? await send(to: peer.card, in: group, lifetime: 86_400, keystore: keystore, identity: identity) { emit in
                 try HolderRecord.withdrawal(nonce: ask.nonce).withUnsafeBytes(emit)
             }
@@ -190,7 +218,7 @@ public enum HolderMail {
                   let group = try request.groupID.isEmpty
                     // A role offered over the LAN is answered through a group shared with its dealer, if any.
                     ? (decided ? sharedGroup(with: peer.card, keystore: keystore, identity: identity) : nil)
-                    : keystore.group(id: request.groupID) else {
+                    : Self.group(id: request.groupID, keystore: keystore, identity: identity) else {
                 // The group or the peer is gone: nobody to answer, and nothing released.
                 if decided, request.groupID.isEmpty { try? HolderDesk.answer(request, keystore: keystore, identity: identity) { _ in } }
                 return
@@ -275,6 +303,9 @@ public enum HolderMail {
             // held here may be older than the sender's membership (a member added since): the
             // message is not taken, nor confirmed, and waits on the relays for a newer record.
             guard let sender = group.members.first(where: { $0.card == header.sender }) else {
+                // A guest this identity does not trust is nobody to answer: its message is
+                // dropped, so that strangers cannot fill the guest box until they expire.
+                if group.isGuestBox { return true }
                 report.waitingForRecord.append(.init(group: group.name.value, message: header.messageIDHex, sender: header.sender.fingerprint))
                 return false
             }

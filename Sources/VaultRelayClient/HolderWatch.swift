@@ -40,7 +40,7 @@ public final class HolderWatch: @unchecked Sendable {
         while !Task.isCancelled {
             let refresh = askAgain || refreshed.map { Date().timeIntervalSince($0) >= Self.groupRefresh } ?? true
             // Before the pass: what comes during it ends the wait below at once.
-            let cursors = await RelayMail.latest(groups: (try? keystore.groups()) ?? [], identity: identity)
+            let cursors = await RelayMail.latest(groups: HolderMail.mailGroups(keystore: keystore, identity: identity), identity: identity)
             var pass = await HolderMail.collect(keystore: keystore, identity: identity, refreshingGroups: refresh)
             if refresh { refreshed = Date() }
             // A message from a member the record held here does not name: the record is asked
@@ -53,7 +53,7 @@ public final class HolderWatch: @unchecked Sendable {
             // Until something arrives for this identity on any relay of its groups, a
             // decision here needs sending, an emergency wait here ends, or the groups are
             // due to be asked for again.
-            let groups = (try? keystore.groups()) ?? []
+            let groups = HolderMail.mailGroups(keystore: keystore, identity: identity)
             let release = try? keystore.nextEmergencyRelease()
             let nextRefresh = (refreshed ?? Date()).addingTimeInterval(Self.groupRefresh)
             await withTaskGroup(of: Void.self) { waiting in

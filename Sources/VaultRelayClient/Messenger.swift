@@ -303,9 +303,16 @@ public enum Messenger {
                                refreshingGroups: Bool = true) async throws -> ReceiveReport {
         var report = ReceiveReport()
         if refreshingGroups { await refreshGroups(keystore: keystore, identity: identity, report: &report) }
-        let groups = try groupName.map { [try keystore.group(named: $0)] } ?? keystore.groups()
+        // Every group, then the guest box, which holds holder messages only.
+        let groups = try groupName.map { [try keystore.group(named: $0)] }
+            ?? keystore.groups() + [HolderMail.guestBox(keystore: keystore, identity: identity)].compactMap { $0 }
         var round = RelayRound()
-        for group in groups {
+        // Relays whose listing failed in this run: the guest box, read last, does not wait
+        // on them a second time (a stalled relay would cost the run a second deadline).
+        var failed: Set<String> = []
+        for listed in groups {
+            let group = listed.isGuestBox ? listed.without(relays: failed) : listed
+            guard !group.relays.isEmpty else { continue }
             // Made for a group's messages only: in no group, nothing is made on disk.
             let spool = try Spool(home: keystore.home)
             let connections = group.relays.map { RelayConnection($0, identity: identity) }
@@ -329,7 +336,10 @@ public enum Messenger {
             var readThrough = Set(listings.filter { $0.problem == nil }.map(\.index))
             defer { round.read(group, relays: readThrough) }
             for listing in listings {
-                if let problem = listing.problem { report.problems.append(problem) }
+                if let problem = listing.problem {
+                    report.problems.append(problem)
+                    failed.insert(group.relays[listing.index].card.fingerprint)
+                }
                 for entry in listing.entries where entry.group == group.idHex {
                     guard let id = [UInt8](hexID: entry.id) else { continue }
                     if listed[id] == nil { order.append(id) }
@@ -440,7 +450,7 @@ public enum Messenger {
                 }
             }
             // Numbering is the content messages' (vault send), which holder mail leaves alone.
-            for member in group.members where member.card != identity.card && !holderMailOnly {
+            for member in group.members where member.card != identity.card && !holderMailOnly && !group.isGuestBox {
                 let missing = try keystore.missingSequences(group: group.id, sender: member.card.signingKey)
                 guard !missing.isEmpty else { continue }
                 report.gaps.append(.init(group: group.name, member: member.label, sequences: missing))

@@ -10,8 +10,8 @@ import VaultHolders
 public final class RemoteRecovery {
     /// What asking one holder did.
     public enum Asked: Sendable {
-        /// Asked now, through this group.
-        case asked(label: String, group: String)
+        /// Asked now, through this group (nil: the guest box of the relays pinned here).
+        case asked(label: String, group: String?)
         /// Asked before, by an earlier run; where it stands.
         case before(label: String, state: Recovery.Ask.State, detail: String?, until: Date?)
         /// Cannot be asked through relays: the words say why.
@@ -54,13 +54,16 @@ public final class RemoteRecovery {
                 try? keystore.forgetAsk(nonce: ask.nonce)
             }
             do {
-                guard let shared = try HolderMail.sharedGroup(with: holder.card, keystore: keystore, identity: identity, named: group) else {
+                // With no group shared, as a guest through the relays pinned here (a new
+                // machine in no group yet: Docs/RELAY.md, "The guest box").
+                guard let shared = try HolderMail.sharedGroup(with: holder.card, keystore: keystore, identity: identity, named: group)
+                        ?? (group == nil ? HolderMail.guestBox(keystore: keystore, identity: identity) : nil) else {
                     outcomes.append(.unreachable(label: label, reason: group.map { "not a member of group \($0)" }
-                                                    ?? "no group of yours has it as a member, to ask through relays"))
+                                                    ?? "no group of yours has it as a member, and no relay is pinned here to ask it through"))
                     continue
                 }
                 try await HolderMail.ask(recovery, holder: holder, in: shared, own: own, keystore: keystore, identity: identity)
-                outcomes.append(.asked(label: label, group: shared.name.value))
+                outcomes.append(.asked(label: label, group: shared.isGuestBox ? nil : shared.name.value))
             } catch {
                 outcomes.append(.unreachable(label: label, reason: VaultError.words(for: error)))
             }
@@ -72,7 +75,7 @@ public final class RemoteRecovery {
     /// Takes what the relays hold for this identity now (answers, and anything else for a
     /// holder), and reads the recovery again.
     public func collect() async -> HolderReport {
-        let groups = (try? keystore.groups()) ?? []
+        let groups = HolderMail.mailGroups(keystore: keystore, identity: identity)
         cursors = await RelayMail.latest(groups: groups, identity: identity)
         let report = await HolderMail.collect(keystore: keystore, identity: identity)
         try? reload()
@@ -90,7 +93,7 @@ public final class RemoteRecovery {
         let (dealer, secretID) = (recovery.dealer, recovery.secretID)
         return await withTaskGroup(of: WaitEnd.self) { waiting in
             waiting.addTask {
-                await RelayMail.waitForMail(groups: (try? keystore.groups()) ?? [], identity: identity, after: cursors, until: until)
+                await RelayMail.waitForMail(groups: HolderMail.mailGroups(keystore: keystore, identity: identity), identity: identity, after: cursors, until: until)
                 return Date() < until ? .mail : .deadline
             }
             waiting.addTask {

@@ -16,6 +16,9 @@ public struct IncomingRelayMessage {
         /// For a share: its index and the share count, which must be this relay's place in
         /// the group; nil for an object message, which every relay holds whole.
         public let share: (index: Int, count: Int)?
+        /// Whether it is a holder message (an object message of kind `holder`), the one kind
+        /// the guest box carries.
+        public var isHolder = false
     }
 
     private enum State {
@@ -83,7 +86,8 @@ public struct IncomingRelayMessage {
         case .object(let object):
             object.header.map {
                 Envelope(messageID: $0.messageID, groupID: $0.groupID, sender: $0.sender, createdAt: $0.createdAt, expiresAt: $0.expiresAt,
-                         deleteWhenConfirmed: $0.deleteWhenConfirmed, recipients: $0.recipients.map(\.signingKey), share: nil)
+                         deleteWhenConfirmed: $0.deleteWhenConfirmed, recipients: $0.recipients.map(\.signingKey), share: nil,
+                         isHolder: $0.kind == .holder)
             }
         case .undecided:
             nil

@@ -105,7 +105,8 @@ public final class ConsentQueue: @unchecked Sendable {
     /// the LAN. Nil when what it is about is gone (the share was removed meanwhile).
     public static func describe(_ request: HolderRequest, keystore: Keystore) -> ReleaseApprovals.Request? {
         let group = request.groupID.isEmpty ? nil : (try? keystore.group(id: request.groupID))?.name.value ?? String(request.groupID.hex.prefix(8))
-        let via = group.map { "relays of \($0)" } ?? "LAN"
+        // A guest shares no group here: it asked through a relay this identity uses.
+        let via = request.groupID == GroupRecord.guestBoxID ? "relays, as a guest in no group of yours" : group.map { "relays of \($0)" } ?? "LAN"
         let secrets = (try? keystore.secrets()) ?? []
         func about(_ header: BundleHeader, requester: Int) -> ReleaseApprovals.Request {
             var described = ReleaseApprovals.Request(id: request.id, peer: request.peerLabel, secretID: header.secretIDHex,

@@ -26,15 +26,39 @@ public final class KeyAgent: @unchecked Sendable {
     /// The requests waiting for consent (over the LAN and through relays), which `vault
     /// requests|approve|deny` reach here.
     private let approvals: ConsentQueue?
+    /// Recovers a key for `vault unlock` with the serve's identity (request 7), if given.
+    private let recoverer: AgentRecoverer?
+    /// Whether a recovery runs now (one at a time).
+    private var recovering = false
 
     /// The socket's path in `home`.
     public static func socketPath(_ home: VaultHome) -> String { home.directory + "/agent.sock" }
 
-    /// An empty agent that reports to `log`, and answers for `approvals` if given.
-    public init(approvals: ConsentQueue? = nil, log: @escaping @Sendable (String) -> Void) {
+    /// An empty agent that reports to `log`, answers for `approvals` if given, and recovers
+    /// keys through `recoverer` if given.
+    public init(approvals: ConsentQueue? = nil, recoverer: AgentRecoverer? = nil, log: @escaping @Sendable (String) -> Void) {
         self.approvals = approvals
+        self.recoverer = recoverer
         self.log = log
     }
+
+    /// Keeps `key` unlocked for `seconds`; until when.
+    func keep(_ key: SecureBytes, keyID: [UInt8], seconds: UInt32) -> Date {
+        let until = Date().addingTimeInterval(TimeInterval(seconds))
+        lock.withLock { keys[keyID] = Entry(key: key, until: until) }
+        log("agent: key \(keyID.hex.prefix(16)) unlocked for \(seconds) s")
+        return until
+    }
+
+    func beginRecovery() -> Bool {
+        lock.withLock {
+            guard !recovering else { return false }
+            recovering = true
+            return true
+        }
+    }
+
+    func endRecovery() { lock.withLock { recovering = false } }
 
     /// Connections use the LAN protocol's framing and idle timeout (``SecureChannel/configure(_:)``),
     /// without Noise.
@@ -99,6 +123,11 @@ public final class KeyAgent: @unchecked Sendable {
                     // Requests carry keys (unlock) and answers item keys (derive): both arrays
                     // are wiped in place once used. (NIO's own buffers are not ours to wipe.)
                     var bytes = Array(request.readableBytesView)
+                    if bytes.first == AgentRequest.recover.rawValue, let recoverer {
+                        defer { bytes.wipe() }
+                        try await recover(bytes, recoverer: recoverer) { try await outbound.write(ByteBuffer(bytes: $0)) }
+                        continue
+                    }
                     var answer = handle(bytes)
                     bytes.wipe()
                     try await outbound.write(ByteBuffer(bytes: answer))
@@ -120,9 +149,7 @@ public final class KeyAgent: @unchecked Sendable {
             let keyID = Array(body.prefix(16))
             let seconds = body.dropFirst(16).prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
             guard seconds >= 1, seconds <= AgentLimits.maximumSeconds else { return [AgentStatus.malformed.rawValue] }
-            let key = SecureBytes(copying: body.suffix(SharedKey.length))
-            lock.withLock { keys[keyID] = Entry(key: key, until: Date().addingTimeInterval(TimeInterval(seconds))) }
-            log("agent: key \(keyID.hex.prefix(16)) unlocked for \(seconds) s")
+            _ = keep(SecureBytes(copying: body.suffix(SharedKey.length)), keyID: keyID, seconds: seconds)
             return [AgentStatus.ok.rawValue]
         case .derive:
             guard body.count == 16 + 32 else { return [AgentStatus.malformed.rawValue] }
@@ -157,6 +184,9 @@ public final class KeyAgent: @unchecked Sendable {
             encoder.dateEncodingStrategy = .secondsSince1970
             guard let json = try? encoder.encode(approvals.waiting()) else { return [AgentStatus.malformed.rawValue] }
             return [AgentStatus.ok.rawValue] + Array(json)
+        case .recover:
+            // Streamed, in ``recover(_:recoverer:write:)``; without a recoverer, not served.
+            return [AgentStatus.malformed.rawValue]
         case .decide:
             // approve (1) or deny (0) ‖ the id or a prefix of it, as ASCII hex
             guard let approvals, body.count >= 5, body.count <= 9, let verdict = body.first, verdict <= 1,
@@ -184,11 +214,12 @@ public enum AgentLimits {
 }
 
 enum AgentRequest: UInt8 {
-    case unlock = 1, derive = 2, lock = 3, status = 4, requests = 5, decide = 6
+    case unlock = 1, derive = 2, lock = 3, status = 4, requests = 5, decide = 6, recover = 7
 }
 
 enum AgentStatus: UInt8 {
-    case ok = 0, locked = 1, malformed = 2
+    /// `progress` and `failed` answer a recovery (request 7) only.
+    case ok = 0, locked = 1, malformed = 2, progress = 3, failed = 5
 }
 
 /// The local agent as a client sees it: each request on a connection of its own.
@@ -291,16 +322,38 @@ public struct AgentClient: Sendable {
         try await ask([request])[0]
     }
 
-    /// Requests and their answers, one after the other on one new connection.
-    private func ask(_ requests: [[UInt8]]) async throws -> [[UInt8]] {
-        let connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>
+    /// One request on a new connection, and the frames that answer it: each goes to
+    /// `partial`, until one it does not take (returns false), which is the answer.
+    func stream(_ request: [UInt8], partial: ([UInt8]) -> Bool) async throws -> [UInt8] {
+        let connection = try await connect()
         do {
-            connection = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            return try await connection.executeThenClose { inbound, outbound in
+                var iterator = inbound.makeAsyncIterator()
+                try await outbound.write(ByteBuffer(bytes: request))
+                while true {
+                    guard let frame = try await iterator.next() else { throw NetError.closed }
+                    let bytes = Array(frame.readableBytesView)
+                    if !partial(bytes) { return bytes }
+                }
+            }
+        } catch {
+            throw NetError.lifting(error)
+        }
+    }
+
+    private func connect() async throws -> NIOAsyncChannel<ByteBuffer, ByteBuffer> {
+        do {
+            return try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .connectTimeout(.seconds(2))
                 .connect(unixDomainSocketPath: path) { SecureChannel.configure($0) }
         } catch {
             throw NetError.unreachable("the agent at \(path): \(NetError.reason(of: error) ?? VaultError.words(for: error))")
         }
+    }
+
+    /// Requests and their answers, one after the other on one new connection.
+    private func ask(_ requests: [[UInt8]]) async throws -> [[UInt8]] {
+        let connection = try await connect()
         do {
             return try await connection.executeThenClose { inbound, outbound in
                 var iterator = inbound.makeAsyncIterator()

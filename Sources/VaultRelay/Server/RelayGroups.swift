@@ -17,6 +17,9 @@ extension Relay {
             throw RelayFailure.malformed("the group record is not valid: \(VaultError.words(for: error))")
         }
         guard record.id == group else { throw RelayFailure.malformed("the record is for another group") }
+        // The guest box's id is no group's: a record under it would make its owner the
+        // judge of who may use the guest box here.
+        guard !record.isGuestBox else { throw RelayFailure.malformed("the id of 16 zero bytes is the guest box's, not a group's") }
         // A relay keeps only groups that name it: it checks each share's index against its
         // own place in the record.
         guard record.relays.contains(where: { $0.card == identity.card }) else {

@@ -15,10 +15,16 @@ extension Relay {
     /// commitment at the end; the message is served only once all of it checked out, and a
     /// share refused part way leaves nothing behind.
     func putMessage(_ request: Request, group: [UInt8], id: [UInt8], caller: Caller) async throws -> Response {
-        guard let stored = try await store.group(id: group), let record = groupCache.record(stored) else {
-            throw RelayFailure.unknownGroup()
+        let admit: (IncomingRelayMessage.Envelope) async throws -> Void
+        if group == GroupRecord.guestBoxID {
+            admit = { try await self.checkGuest($0, id: id, caller: caller) }
+        } else {
+            guard let stored = try await store.group(id: group), let record = groupCache.record(stored) else {
+                throw RelayFailure.unknownGroup()
+            }
+            guard try await store.isMember(caller.key, of: group) else { throw RelayFailure.notAMember() }
+            admit = { try await self.check($0, group: record, id: id, caller: caller) }
         }
-        guard try await store.isMember(caller.key, of: group) else { throw RelayFailure.notAMember() }
         let limit = configuration.maximumMessage
         if let declared = request.headers[.contentLength].flatMap({ UInt64($0) }), declared > limit {
             throw RelayFailure.tooLarge("a message share is at most \(ByteCount.limit(limit)) on this relay")
@@ -42,7 +48,7 @@ extension Relay {
                 pending += buffer.readableBytesView
                 if message == nil, let header = incoming.envelope {
                     guard incoming.length <= limit else { throw RelayFailure.tooLarge("a message share is at most \(ByteCount.limit(limit)) on this relay") }
-                    try await check(header, group: record, id: id, caller: caller)
+                    try await admit(header)
                     message = NewMessage(group: group, id: id, sender: caller.key, size: incoming.length, expires: header.expiresAt,
                                          deleteWhenConfirmed: header.deleteWhenConfirmed, bodyHash: caller.bodyHash,
                                          recipients: header.recipients, created: Self.now())
@@ -120,6 +126,48 @@ extension Relay {
         for recipient in header.recipients where try await !store.isNamed(recipient, in: group) {
             throw RelayFailure(status: .forbidden, code: "not_a_member", words: "a recipient is not a member of this group")
         }
+        try checkTimes(header)
+    }
+
+    /// What a message to the guest box must be (Docs/RELAY.md, "The guest box"): a holder
+    /// message to one recipient, between two keys at least one of which is a member of a
+    /// group here, within the guest box's counts.
+    ///
+    /// A relay is not an open mailbox: strangers to it cannot use it between themselves, and
+    /// what a key that is a member of nothing here may leave, or have waiting for it, is a
+    /// few small messages. Keys cost nothing to make, so the count a recipient may have
+    /// waiting bounds what a flood of new keys can do to it: fill its guest box until the
+    /// messages expire, never its groups' mail.
+    private func checkGuest(_ header: IncomingRelayMessage.Envelope, id: [UInt8], caller: Caller) async throws {
+        guard header.groupID == GroupRecord.guestBoxID, header.messageID == id else {
+            throw RelayFailure.malformed("the message is for another group or message than its path names")
+        }
+        guard header.share == nil, header.isHolder, header.recipients.count == 1, let recipient = header.recipients.first else {
+            throw RelayFailure.malformed("the guest box takes holder messages to one recipient only")
+        }
+        guard header.sender.signingKey == caller.key else {
+            throw RelayFailure(status: .forbidden, code: "not_the_sender", words: "only a message's sender may store it")
+        }
+        if try await !store.isMember(caller.key), try await !store.isMember(recipient) {
+            throw RelayFailure(status: .forbidden, code: "not_a_member",
+                               words: "the guest box carries messages to or from a member of a group on this relay only")
+        }
+        let now = Self.now()
+        guard try await store.guestMessages(from: caller.key, to: nil, now: now) < GuestBoxLimits.perSender else {
+            throw RelayFailure(status: .tooManyRequests, code: "guest_box_full",
+                               words: "this key has \(GuestBoxLimits.perSender) messages waiting in the guest box here; "
+                                   + "try again once they are read or expire")
+        }
+        guard try await store.guestMessages(from: nil, to: recipient, now: now) < GuestBoxLimits.perRecipient else {
+            throw RelayFailure(status: .tooManyRequests, code: "guest_box_full",
+                               words: "the recipient has \(GuestBoxLimits.perRecipient) messages waiting in its guest box here; "
+                                   + "try again once it reads them")
+        }
+        try checkTimes(header)
+    }
+
+    /// The times a message's header says, against this relay's clock and TTL.
+    private func checkTimes(_ header: IncomingRelayMessage.Envelope) throws {
         let now = Self.now()
         // Signed requests are taken within the clock window; so are the messages they carry
         // (Docs/FORMAT.md §17, "Times").
@@ -165,7 +213,8 @@ extension Relay {
         let listed: [ListedMessage]
         // Only members wait: a key that is in no group here has nothing to wait for, and
         // keys cost nothing to make, so strangers could otherwise take every waiting slot.
-        if let wait, try await store.isMember(caller.key) {
+        // A guest (Docs/RELAY.md, "The guest box") waits for the answers to what it sent.
+        if let wait, try await mayWait(caller.key) {
             let waiters = self.waiters
             // A relay shutting down answers its waiting requests now rather than holding its
             // shutdown for their time.
@@ -181,6 +230,13 @@ extension Relay {
         let next = listed.count == limit ? listed.last?.cursor : nil
         let page = RelayAPI.Messages(messages: entries, next: next, last: listed.last?.cursor)
         return answer(.ok, bytes: page.json, contentType: "application/json", nonce: caller.nonce)
+    }
+
+    /// Whether `key` may hold a waiting list: a member, or a guest waiting for the answers to
+    /// what it sent (Docs/RELAY.md, "The guest box").
+    private func mayWait(_ key: [UInt8]) async throws -> Bool {
+        if try await store.isMember(key) { return true }
+        return try await store.isGuest(key, now: Self.now())
     }
 
     /// `GET /v1/groups/{group}/messages/{message}`: the share, streamed from the store, for
@@ -232,6 +288,15 @@ extension Relay {
         }
         return answer(json: RelayAPI.Receipts(recipients: receipts.recipients, confirmed: receipts.confirmed), nonce: caller.nonce)
     }
+}
+
+/// What the guest box lets through (Docs/RELAY.md, "The guest box"): a social recovery
+/// asks each holder once, and each answers once, so a few messages a key are plenty.
+enum GuestBoxLimits {
+    /// Unconfirmed, unexpired guest messages one key may have sent that wait here.
+    static let perSender = 16
+    /// Unconfirmed, unexpired guest messages that may wait here for one recipient.
+    static let perRecipient = 64
 }
 
 /// How the stores cut what they keep.

@@ -189,7 +189,9 @@ final class PostgresRelayStore: RelayStore {
             IF COALESCE((SELECT GREATEST(bytes, 0) FROM relay_usage WHERE scope = p_group), 0)::NUMERIC + p_size > p_group_quota THEN
                 RETURN -1;
             END IF;
-            IF COALESCE((SELECT GREATEST(bytes, 0) FROM relay_usage WHERE scope = v_owner), 0)::NUMERIC + p_size > p_owner_quota THEN
+            -- The guest box (no group) has no owner's quota.
+            IF v_owner <> ''::BYTEA
+               AND COALESCE((SELECT GREATEST(bytes, 0) FROM relay_usage WHERE scope = v_owner), 0)::NUMERIC + p_size > p_owner_quota THEN
                 RETURN -2;
             END IF;
             IF COALESCE((SELECT GREATEST(bytes, 0) FROM relay_usage WHERE scope = ''::BYTEA), 0)::NUMERIC + p_size > p_total_quota THEN
@@ -209,11 +211,13 @@ final class PostgresRelayStore: RelayStore {
                 RETURN 0;
             END IF;
             INSERT INTO relay_recipients (message, signing_key) SELECT v_row, unnest(p_recipients);
-            -- One statement a scope: the owner's is the total's when the group is unknown.
+            -- One statement a scope; the guest box has no owner.
             INSERT INTO relay_usage (scope, bytes) VALUES (p_group, p_size)
             ON CONFLICT (scope) DO UPDATE SET bytes = relay_usage.bytes + excluded.bytes;
-            INSERT INTO relay_usage (scope, bytes) VALUES (v_owner, p_size)
-            ON CONFLICT (scope) DO UPDATE SET bytes = relay_usage.bytes + excluded.bytes;
+            IF v_owner <> ''::BYTEA THEN
+                INSERT INTO relay_usage (scope, bytes) VALUES (v_owner, p_size)
+                ON CONFLICT (scope) DO UPDATE SET bytes = relay_usage.bytes + excluded.bytes;
+            END IF;
             INSERT INTO relay_usage (scope, bytes) VALUES (''::BYTEA, p_size)
             ON CONFLICT (scope) DO UPDATE SET bytes = relay_usage.bytes + excluded.bytes;
             RETURN v_row;
@@ -437,9 +441,10 @@ final class PostgresRelayStore: RelayStore {
                                 WHERE row = r.message OFFSET 0) m
             WHERE m.ready = 1 AND m.expires > \(Int64(now))
               AND m.finished > \(cursor) AND (\(group.map { Data($0) })::BYTEA IS NULL OR m.group_id = \(group.map { Data($0) }))
-              AND m.group_id = ANY (ARRAY(SELECT mb.group_id FROM relay_members mb
-                                          JOIN relay_acceptances ac ON ac.group_id = mb.group_id AND ac.signing_key = mb.signing_key
-                                          WHERE mb.signing_key = \(Data(recipient)) AND ac.accepted))
+              AND (m.group_id = ANY (ARRAY(SELECT mb.group_id FROM relay_members mb
+                                           JOIN relay_acceptances ac ON ac.group_id = mb.group_id AND ac.signing_key = mb.signing_key
+                                           WHERE mb.signing_key = \(Data(recipient)) AND ac.accepted))
+                   OR m.group_id = \(unescaped: Self.guestBox))
             ORDER BY m.finished LIMIT \(limit)
             """)
     }
@@ -448,11 +453,36 @@ final class PostgresRelayStore: RelayStore {
         try await listed("""
             SELECT m.row, COALESCE(m.finished, 0), m.group_id, m.id, m.size, m.expires, m.body_hash FROM relay_messages m
             JOIN relay_recipients r ON r.message = m.row
-            JOIN relay_members mb ON mb.group_id = m.group_id AND mb.signing_key = r.signing_key
-            JOIN relay_acceptances ac ON ac.group_id = m.group_id AND ac.signing_key = r.signing_key AND ac.accepted
+            LEFT JOIN relay_members mb ON mb.group_id = m.group_id AND mb.signing_key = r.signing_key
+            LEFT JOIN relay_acceptances ac ON ac.group_id = m.group_id AND ac.signing_key = r.signing_key AND ac.accepted
             WHERE m.group_id = \(Data(group)) AND m.id = \(Data(id)) AND r.signing_key = \(Data(recipient)) AND m.ready = 1
-              AND m.expires > \(Int64(now))
+              AND m.expires > \(Int64(now)) AND \(unescaped: Self.memberFound)
             """).first
+    }
+
+    /// The guest box's id as an SQL literal, and what a member join must find (the guest
+    /// box's messages are served with no group).
+    static let guestBox = "'\\x00000000000000000000000000000000'::BYTEA"
+    static let memberFound = "((mb.signing_key IS NOT NULL AND ac.signing_key IS NOT NULL) OR m.group_id = \(guestBox))"
+
+    func guestMessages(from sender: [UInt8]?, to recipient: [UInt8]?, now: UInt64) async throws -> Int {
+        let rows = try await client.query("""
+            SELECT COUNT(DISTINCT m.row)::BIGINT FROM relay_messages m JOIN relay_recipients r ON r.message = m.row
+            WHERE m.group_id = \(unescaped: Self.guestBox) AND NOT r.confirmed AND m.expires > \(Int64(now))
+              AND (\(sender.map { Data($0) })::BYTEA IS NULL OR m.sender = \(sender.map { Data($0) }))
+              AND (\(recipient.map { Data($0) })::BYTEA IS NULL OR r.signing_key = \(recipient.map { Data($0) }))
+            """, logger: logger)
+        for try await count in rows.decode(Int64.self) { return Int(count) }
+        return 0
+    }
+
+    func isGuest(_ key: [UInt8], now: UInt64) async throws -> Bool {
+        try await exists("""
+            SELECT 1 WHERE EXISTS (SELECT 1 FROM relay_messages WHERE group_id = \(unescaped: Self.guestBox) AND sender = \(Data(key))
+                                                               AND expires > \(Int64(now)))
+                OR EXISTS (SELECT 1 FROM relay_messages m JOIN relay_recipients r ON r.message = m.row
+                           WHERE m.group_id = \(unescaped: Self.guestBox) AND r.signing_key = \(Data(key)) AND m.expires > \(Int64(now)))
+            """)
     }
 
     func chunk(_ index: Int, of message: Int64) async throws -> [UInt8]? {
@@ -467,10 +497,10 @@ final class PostgresRelayStore: RelayStore {
             for try await row in try await db.query("""
                 SELECT m.row, m.delete_when_confirmed, m.size FROM relay_messages m
                 JOIN relay_recipients r ON r.message = m.row
-                JOIN relay_members mb ON mb.group_id = m.group_id AND mb.signing_key = r.signing_key
-                JOIN relay_acceptances ac ON ac.group_id = m.group_id AND ac.signing_key = r.signing_key AND ac.accepted
+                LEFT JOIN relay_members mb ON mb.group_id = m.group_id AND mb.signing_key = r.signing_key
+                LEFT JOIN relay_acceptances ac ON ac.group_id = m.group_id AND ac.signing_key = r.signing_key AND ac.accepted
                 WHERE m.group_id = \(Data(group)) AND m.id = \(Data(id)) AND r.signing_key = \(Data(recipient)) AND m.ready = 1
-                  AND m.expires > \(Int64(now))
+                  AND m.expires > \(Int64(now)) AND \(unescaped: Self.memberFound)
                 FOR UPDATE OF m
                 """, logger: logger).decode((Int64, Bool, Int64).self) { found = row }
             guard let (message, deleteWhenConfirmed, size) = found else { return false }
@@ -484,7 +514,8 @@ final class PostgresRelayStore: RelayStore {
                 try await db.query("DELETE FROM relay_chunks WHERE message = \(message)", logger: logger)
                 try await db.query("UPDATE relay_messages SET ready = 2 WHERE row = \(message)", logger: logger)
                 // Content deleted on confirmation no longer counts against any quota.
-                try await Self.count(db, -size, in: [group, try await Self.owner(db, group, logger: logger), []], logger: logger)
+                try await Self.count(db, -size, in: SQLiteRelayStore.scopes(group, owner: try await Self.owner(db, group, logger: logger)),
+                                     logger: logger)
             }
             return true
         }
@@ -575,7 +606,8 @@ final class PostgresRelayStore: RelayStore {
         var deleted: [(Data, Int64, Int16)] = []
         for try await row in try await db.query(query, logger: logger).decode((Data, Int64, Int16).self) { deleted.append(row) }
         for (group, size, ready) in deleted where ready < 2 {
-            try await count(db, -size, in: [[UInt8](group), try await owner(db, [UInt8](group), logger: logger), []], logger: logger)
+            try await count(db, -size, in: SQLiteRelayStore.scopes([UInt8](group), owner: try await owner(db, [UInt8](group), logger: logger)),
+                            logger: logger)
         }
         return deleted.count
     }

@@ -72,9 +72,15 @@ protocol RelayStore: LinkStore {
     func abandon(message: Int64) async throws
 
     /// Up to `limit` messages for `recipient` after `cursor`, in cursor order: served,
-    /// unexpired, not yet confirmed by it, in groups it is still a member of (in `group`
-    /// only, when given).
+    /// unexpired, not yet confirmed by it, in groups it is still a member of or in the guest
+    /// box (in `group` only, when given).
     func messages(for recipient: [UInt8], in group: [UInt8]?, after cursor: Int64, limit: Int, now: UInt64) async throws -> [ListedMessage]
+    /// Unexpired guest-box messages (Docs/RELAY.md, "The guest box") not yet confirmed by
+    /// their recipient: sent by `sender`, or waiting for `recipient` (whichever is given).
+    func guestMessages(from sender: [UInt8]?, to recipient: [UInt8]?, now: UInt64) async throws -> Int
+    /// Whether `key` sent a guest-box message, or has one waiting, that has not expired: a
+    /// guest, who may hold a waiting list for the answer.
+    func isGuest(_ key: [UInt8], now: UInt64) async throws -> Bool
     /// The message if `recipient` may read it now.
     func message(group: [UInt8], id: [UInt8], for recipient: [UInt8], now: UInt64) async throws -> ListedMessage?
     /// Chunk `index` of a message, nil past its last.

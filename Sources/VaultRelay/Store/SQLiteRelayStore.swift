@@ -193,7 +193,7 @@ final class SQLiteRelayStore: RelayStore {
     private static func begin(_ db: Database, _ message: NewMessage, quotas: Quotas, now: UInt64) throws -> MessageBegin {
         let owner = try owner(db, message.group)
         if try used(db, message.group) + message.size > quotas.group { return .overGroupQuota }
-        if try used(db, owner) + message.size > quotas.owner { return .overOwnerQuota }
+        if try !owner.isEmpty && used(db, owner) + message.size > quotas.owner { return .overOwnerQuota }
         if try used(db, []) + message.size > quotas.total { return .overTotalQuota }
         do {
             try db.cachedStatement(sql: """
@@ -208,7 +208,7 @@ final class SQLiteRelayStore: RelayStore {
         for recipient in message.recipients {
             try db.cachedStatement(sql: "INSERT INTO recipients (message, signing_key) VALUES (?, ?)").execute(arguments: [row, Data(recipient)])
         }
-        try count(db, Int64(message.size), in: [message.group, owner, []])
+        try count(db, Int64(message.size), in: scopes(message.group, owner: owner))
         return .started(row)
     }
 
@@ -239,7 +239,7 @@ final class SQLiteRelayStore: RelayStore {
                 SELECT m.row, m.finished, m.group_id, m.id, m.size, m.expires, m.body_hash FROM messages m
                 JOIN recipients r ON r.message = m.row
                 \(Self.memberJoin)
-                WHERE r.signing_key = ? AND r.confirmed = 0 AND m.ready = 1 AND m.expires > ? AND m.finished > ?
+                WHERE r.signing_key = ? AND r.confirmed = 0 AND m.ready = 1 AND m.expires > ? AND m.finished > ? AND \(Self.memberFound)
                   AND (? IS NULL OR m.group_id = ?)
                 ORDER BY m.finished LIMIT ?
                 """), arguments: [Data(recipient), Int64(now), cursor, group.map { Data($0) }, group.map { Data($0) }, limit]).map(Self.listed)
@@ -252,8 +252,29 @@ final class SQLiteRelayStore: RelayStore {
                 SELECT m.row, COALESCE(m.finished, 0), m.group_id, m.id, m.size, m.expires, m.body_hash FROM messages m
                 JOIN recipients r ON r.message = m.row
                 \(Self.memberJoin)
-                WHERE m.group_id = ? AND m.id = ? AND r.signing_key = ? AND m.ready = 1 AND m.expires > ?
+                WHERE m.group_id = ? AND m.id = ? AND r.signing_key = ? AND m.ready = 1 AND m.expires > ? AND \(Self.memberFound)
                 """), arguments: [Data(group), Data(id), Data(recipient), Int64(now)]).map(Self.listed)
+        }
+    }
+
+    func guestMessages(from sender: [UInt8]?, to recipient: [UInt8]?, now: UInt64) async throws -> Int {
+        try await read { db in
+            try Int.fetchOne(db.cachedStatement(sql: """
+                SELECT COUNT(DISTINCT m.row) FROM messages m JOIN recipients r ON r.message = m.row
+                WHERE m.group_id = \(Self.guestBox) AND r.confirmed = 0 AND m.expires > ?
+                  AND (? IS NULL OR m.sender = ?) AND (? IS NULL OR r.signing_key = ?)
+                """), arguments: [Int64(now), sender.map { Data($0) }, sender.map { Data($0) }, recipient.map { Data($0) },
+                                 recipient.map { Data($0) }]) ?? 0
+        }
+    }
+
+    func isGuest(_ key: [UInt8], now: UInt64) async throws -> Bool {
+        try await read { db in
+            try Bool.fetchOne(db.cachedStatement(sql: """
+                SELECT EXISTS (SELECT 1 FROM messages m WHERE m.group_id = \(Self.guestBox) AND m.sender = ? AND m.expires > ?)
+                    OR EXISTS (SELECT 1 FROM messages m JOIN recipients r ON r.message = m.row
+                               WHERE m.group_id = \(Self.guestBox) AND r.signing_key = ? AND m.expires > ?)
+                """), arguments: [Data(key), Int64(now), Data(key), Int64(now)]) ?? false
         }
     }
 
@@ -270,7 +291,7 @@ final class SQLiteRelayStore: RelayStore {
                 SELECT m.row, m.delete_when_confirmed, m.size, m.group_id FROM messages m
                 JOIN recipients r ON r.message = m.row
                 \(Self.memberJoin)
-                WHERE m.group_id = ? AND m.id = ? AND r.signing_key = ? AND m.ready = 1 AND m.expires > ?
+                WHERE m.group_id = ? AND m.id = ? AND r.signing_key = ? AND m.ready = 1 AND m.expires > ? AND \(Self.memberFound)
                 """), arguments: [Data(group), Data(id), Data(recipient), Int64(now)]) else { return false }
             let message: Int64 = row[0]
             try db.cachedStatement(sql: "UPDATE recipients SET confirmed = 1 WHERE message = ? AND signing_key = ?")
@@ -282,7 +303,7 @@ final class SQLiteRelayStore: RelayStore {
                 try db.cachedStatement(sql: "UPDATE messages SET ready = 2 WHERE row = ?").execute(arguments: [message])
                 // Content deleted on confirmation no longer counts against any quota.
                 let group = [UInt8](row[3] as Data)
-                try Self.count(db, -(row[2] as Int64), in: [group, try Self.owner(db, group), []])
+                try Self.count(db, -(row[2] as Int64), in: Self.scopes(group, owner: try Self.owner(db, group)))
             }
             return true
         }
@@ -337,10 +358,16 @@ final class SQLiteRelayStore: RelayStore {
 
     /// What joins a message's recipient row to a member who accepted the group: removed
     /// members, and named ones who have not accepted, are served nothing.
+    /// The guest box's messages (group id 16 zero bytes) are served to their recipient
+    /// with no group.
     static let memberJoin = """
-        JOIN members mb ON mb.group_id = m.group_id AND mb.signing_key = r.signing_key
-        JOIN acceptances ac ON ac.group_id = m.group_id AND ac.signing_key = r.signing_key AND ac.accepted = 1
+        LEFT JOIN members mb ON mb.group_id = m.group_id AND mb.signing_key = r.signing_key
+        LEFT JOIN acceptances ac ON ac.group_id = m.group_id AND ac.signing_key = r.signing_key AND ac.accepted = 1
         """
+    /// What `memberJoin` must find, in a WHERE clause.
+    static let memberFound = "((mb.signing_key IS NOT NULL AND ac.signing_key IS NOT NULL) OR m.group_id = \(guestBox))"
+    /// The guest box's id as an SQL literal.
+    static let guestBox = "x'00000000000000000000000000000000'"
 
     /// Bytes counted against a scope: a group id (16 bytes, its messages), an owner key (32,
     /// the messages and records of its groups), or none (the relay's total).
@@ -355,6 +382,12 @@ final class SQLiteRelayStore: RelayStore {
         }
     }
 
+    /// The quotas a message of `group` counts against: its group's, its owner's (the guest
+    /// box has none) and the relay's.
+    static func scopes(_ group: [UInt8], owner: [UInt8]) -> [[UInt8]] {
+        owner.isEmpty ? [group, []] : [group, owner, []]
+    }
+
     static func owner(_ db: Database, _ group: [UInt8]) throws -> [UInt8] {
         try Data.fetchOne(db.cachedStatement(sql: "SELECT owner FROM groups WHERE id = ?"), arguments: [Data(group)]).map { [UInt8]($0) } ?? []
     }
@@ -366,7 +399,7 @@ final class SQLiteRelayStore: RelayStore {
             arguments: arguments)
         for row in deleted where (row[2] as Int64) < 2 {
             let group = bytes(row, 0)
-            try count(db, -(row[1] as Int64), in: [group, try owner(db, group), []])
+            try count(db, -(row[1] as Int64), in: scopes(group, owner: try owner(db, group)))
         }
         return deleted.count
     }

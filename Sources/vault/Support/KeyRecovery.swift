@@ -32,23 +32,39 @@ struct KeyRecoveryOptions: ParsableArguments {
     /// holders on the LAN, then, for what they did not give, through the relays of your
     /// groups.
     func recoverKey(_ holding: KeyHolding, keystore: Keystore, keys: PassphraseOption) async throws -> SecureBytes {
-        defer { ProgressLine.end() }
-        // A key held here is recovered with its own share: there is no dealer to name.
+        try checkNoDealer()
+        return try await recoverKey(holding, keystore: keystore, identity: try keys.unlock(keystore), password: keyPassword(for: holding))
+    }
+
+    /// These options for a serve's agent to recover with (``ServeRecovery``).
+    var agentOptions: AgentRecoveryOptions {
+        AgentRecoveryOptions(peers: reach.peers, timeout: timeout, group: relays.group, wait: relays.wait, ttl: relays.ttl,
+                             restart: relays.restart)
+    }
+
+    /// A key held here is recovered with its own share: there is no dealer to name.
+    func checkNoDealer() throws {
         if relays.dealer != nil { throw CLIError.invalidInput("--dealer and --from are for 'vault recover' and 'vault reshare'") }
-        let identity = try keys.unlock(keystore)
+    }
+
+    /// Recovers `holding` as `identity` (a serve's, for `vault unlock`), its password layer
+    /// from `password` when it has one.
+    func recoverKey(_ holding: KeyHolding, keystore: Keystore, identity: Identity,
+                    password: @escaping () throws -> SecureBytes) async throws -> SecureBytes {
+        defer { ProgressLine.end() }
         let recoverer = recoverer(keystore, identity: identity)
         let secret = holding.secret
         RecoveryReport.show(.recoveringKey(holding.displayName), timeout: timeout ?? RecoveryWait.defaultSeconds)
         let gathered = try await recoverer.gatherPieces(of: secret)
         ProgressLine.end()
         guard gathered.count < secret.header.threshold - 1, try !keystore.groups().isEmpty else {
-            return try recoverer.combineKey(secret, pieces: gathered, password: keyPassword(for: holding))
+            return try recoverer.combineKey(secret, pieces: gathered, password: password)
         }
         let target = RecoveryTarget(own: secret, dealer: secret.header.dealer, secretID: secret.header.secretID)
         let outcome = try await relays.recover(target, lanPieces: gathered.map(\.path), keystore: keystore, identity: identity, timeout: timeout)
         let key = try withExtendedLifetime(gathered) {
             try recoverer.combineKey(secret, pieceFiles: gathered.map(\.path) + outcome.pieces, replyKeys: [outcome.remote.replyKey],
-                                     password: keyPassword(for: holding))
+                                     password: password)
         }
         await outcome.remote.complete()
         return key

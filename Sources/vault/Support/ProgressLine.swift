@@ -14,7 +14,7 @@ enum ProgressLine {
 
     /// Starts showing `meters` under `title`, in place of any line shown before.
     static func show(_ title: String, _ meters: [ProgressMeter]) {
-        guard isEnabled, isatty(STDERR_FILENO) == 1, !meters.isEmpty else { return }
+        guard isEnabled, Terminal.lines == nil, isatty(STDERR_FILENO) == 1, !meters.isEmpty else { return }
         lock.withLock {
             current = Work(title: title, meters: meters, started: Date())
             guard timer == nil else { return }
@@ -28,6 +28,8 @@ enum ProgressLine {
 
     /// Stops showing progress and clears the line.
     static func end() {
+        // A recovery run for another command (Terminal.lines) showed nothing here.
+        guard Terminal.lines == nil else { return }
         lock.withLock {
             timer?.cancel()
             timer = nil

@@ -101,7 +101,7 @@ struct RelayRecoveryOptions: ParsableArguments {
             switch outcome {
             case .asked(let label, let group):
                 let earlier = refusals[label].map { AskWords.state($0.state, detail: $0.detail) + "; " } ?? ""
-                Terminal.standardError("  \(label): \(earlier)asked through the relays of \(group)")
+                Terminal.standardError("  \(label): \(earlier)asked through " + (group.map { "the relays of \($0)" } ?? "your relays, as a guest (no group shared)"))
             case .before(let label, let state, let detail, let until):
                 Terminal.standardError("  \(label): " + AskWords.state(state, detail: detail, until: until) + " (asked before)")
             case .unreachable(let label, let reason): Terminal.standardError("  \(label): not asked through relays: \(reason)")

@@ -38,28 +38,38 @@ extension CLIError: UserFacingError {
 /// ArgumentParser's own (help, usage) are left to it: for those this returns nil.
 enum Report {
     static func handle(_ error: Error) -> Int32? {
+        guard let (message, hint, status) = parts(of: error) else { return nil }
+        print(message, hint: hint)
+        return status
+    }
+
+    /// The error line, hint and exit status `handle` prints and returns, printing nothing:
+    /// what a serve sends back to the `vault unlock` it recovered a key for.
+    static func parts(of error: Error) -> (String, String?, Int32)? {
         // ArgumentParser's own errors (usage, help, version, its internal CommandError that
         // `vault help COMMAND` and `--help` throw from run) are for it to print.
         if String(reflecting: type(of: error)).hasPrefix("ArgumentParser.") { return nil }
         switch error {
         case let error as VaultError:
-            print(error.description, hint: hint(for: error))
+            return (error.description, hint(for: error), ExitStatus.failure)
         case let error as CLIError:
             let (message, hint) = describe(error)
-            print(message, hint: hint)
-            if case .cancelled = error { return ExitStatus.cancelled }
-            if case .pending = error { return ExitStatus.pending }
+            if case .cancelled = error { return (message, hint, ExitStatus.cancelled) }
+            if case .pending = error { return (message, hint, ExitStatus.pending) }
+            return (message, hint, ExitStatus.failure)
         case let error as NetError:
-            print(error.description, hint: hint(for: error))
+            return (error.description, hint(for: error), ExitStatus.failure)
         case let error as AppError:
-            print(error.description, hint: error.hint)
+            return (error.description, error.hint, ExitStatus.failure)
+        case let error as AgentRecoveryFailure:
+            // Said by the serve that ran the recovery, as this command would have.
+            return (error.error, error.hint, error.status)
         case is CancellationError:
-            print("interrupted", hint: nil)
+            return ("interrupted", nil, ExitStatus.failure)
         default:
             // Foundation's file errors and the network stack's, in words; never a Swift name.
-            print(words(for: error), hint: nil)
+            return (words(for: error), nil, ExitStatus.failure)
         }
-        return ExitStatus.failure
     }
 
     /// Any error in words, for a line of its own or after a peer's label.

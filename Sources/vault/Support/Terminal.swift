@@ -5,11 +5,16 @@ import VaultCore
 /// (/dev/tty), never to stdout, so that data on stdout stays clean and stdin stays free for
 /// piped input.
 enum Terminal {
+    /// Where this task's lines go instead of standard error: the `vault unlock` a serve
+    /// recovers a key for (``KeyAgent``'s request 7), which prints them on its own.
+    @TaskLocal static var lines: (@Sendable (String) -> Void)?
+
     /// Writes a line on standard error. While a question waits on the terminal that standard
     /// error also is (`vault serve`'s log beside its questions), the line goes above it and
     /// the question is shown again below, so that what waits for an answer is always the
     /// last thing on the screen.
     static func standardError(_ line: String) {
+        if let lines { return lines(line) }
         ProgressLine.clearing {
             if let asking = OpenQuestion.text, isatty(STDERR_FILENO) == 1 {
                 FileHandle.standardError.write(Data(("\r\u{1B}[K" + line + "\n" + asking).utf8))

@@ -73,7 +73,8 @@ import VaultTestSupport
         // serve opens the keys once, at start, with the PIN; its agent then holds a shared key.
         try holders.start("alice", ["--pin-file", pin])
         try holders.ok("alice", ["key", "create", "family", "--to", "bob", "-k", "2", "--pin-file", pin])
-        try holders.ok("alice", ["unlock", "family", "--for", "10m", "--pin-file", pin])
+        // The serve's identity recovers the key: unlock asks for no PIN.
+        try holders.ok("alice", ["unlock", "family", "--for", "10m"])
         try holders.servers["alice"]!.process.waitFor("agent: key [0-9a-f]{16} unlocked for 600 s")
         let item = SharedKeyTests.id(try holders.ok("alice", ["item", "add", "--key", "family"], stdin: "milk\n"))
         #expect(try holders.ok("alice", ["item", "show", item]) == "milk\n")

@@ -61,8 +61,8 @@ final class HoldersWorld {
     }
 
     /// Starts `label`'s serve on loopback; it watches the relays.
-    func serve(_ label: String) throws {
-        let serve = try self[label].vault.background(["serve", "--listen", "127.0.0.1", "--port", "0", "--no-mdns"],
+    func serve(_ label: String, _ extra: [String] = []) throws {
+        let serve = try self[label].vault.background(["serve", "--listen", "127.0.0.1", "--port", "0", "--no-mdns"] + extra,
                                                      log: directory.file("\(label)-serve-\(UUID().uuidString).log"))
         try serve.waitFor("agent listening on")
         serves[label] = serve

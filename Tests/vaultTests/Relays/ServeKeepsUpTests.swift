@@ -114,6 +114,39 @@ import VaultTestSupport
         #expect(Date().timeIntervalSince(approved) < 15, "\(unlock.log)")
     }
 
+    /// `vault unlock` beside a serve asked for the passphrase the serve was started with
+    /// (issue 47, minor 9): the serve's identity now recovers the key, streaming the
+    /// recovery's lines back, and the terminal is asked nothing. A holder that denies ends it
+    /// with the command's own error and exit status, said through the serve.
+    @Test func anUnlockBesideAServeAsksNoPassphrase() throws {
+        let w = try HoldersWorld(["alice", "bob", "carol"])
+        let words = try w["alice"].directory.write("words", Array("a long and careful passphrase\n".utf8))
+        try w["alice"].ok("passphrase", "--new-passphrase-file", words)
+        try w["alice"].ok("key", "create", "family", "--to", "bob,carol", "-k", "2", "--passphrase-file", words)
+        for holder in ["bob", "carol"] { try w[holder].ok("approve", try w.request(at: holder, from: "alice")) }
+        try w.serve("alice", ["--passphrase-file", words])
+        let session = try w["alice"].vault.onTerminal(["unlock", "family", "--wait", "--timeout", "90"])
+        try session.expect("bob: asked through the relays of friends", timeout: 60)
+        try w["bob"].ok("approve", try w.request(at: "bob", from: "alice"))
+        try session.expect("unlocked key 'family' until ", timeout: 60)
+        let done = session.finish()
+        #expect(done.status == 0, "\(session.transcript)")
+        #expect(!session.transcript.contains("Passphrase"), "\(session.transcript)")
+        #expect(session.transcript.contains("recovering key 'family' from its holders"), "\(session.transcript)")
+        #expect(try w["alice"].ok("keys", "list").contains("unlocked until"))
+
+        // Locked again, and asked anew: carol denies, bob too; the command exits 1 with
+        // the recovery's own words, and the key stays locked.
+        try w["alice"].ok("lock", "family")
+        let again = try w["alice"].vault.background(["unlock", "family", "--wait", "--timeout", "90", "--restart"],
+                                                    log: w.directory.file("unlock-denied.log"))
+        for holder in ["bob", "carol"] { try w[holder].ok("deny", try w.request(at: holder, from: "alice")) }
+        #expect(again.wait() == 1, "\(again.log)")
+        #expect(again.log.contains("vault: error: only 1 verified piece, 2 needed; missing: bob, carol"), "\(again.log)")
+        #expect(!again.log.contains("Passphrase"), "\(again.log)")
+        #expect(try w["alice"].ok("keys", "list").contains("locked"))
+    }
+
     /// A dealer's share that never went out (a share stopped part way, whose delivery left
     /// no row) is shown as not yet reached, with the command that sends it.
     @Test func aShareNotYetReachedSaysHowToSendIt() throws {

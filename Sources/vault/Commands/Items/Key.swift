@@ -118,13 +118,13 @@ struct Unlock: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Recover a shared key from nearby holders and hand it to the agent of 'vault serve'.",
         discussion: """
-            Until then the key exists nowhere whole. The agent keeps it in locked memory until the \
+            The serve recovers it, with the identity it opened when it started: no passphrase is \
+            asked. Until then the key exists nowhere whole. The agent keeps it in locked memory until the \
             time runs out, 'vault lock', or serve stops, and then zeroes it. It never hands the key \
             out: commands get only the key of the one item they open.
             """)
 
     @OptionGroup var home: HomeOption
-    @OptionGroup var keys: PassphraseOption
 
     @Argument(help: ArgumentHelp("The key's name or id.", valueName: "name"), completion: Completions.secret)
     var key: String
@@ -139,9 +139,12 @@ struct Unlock: AsyncParsableCommand {
         let keystore = try home.openKeystore()
         let holding = try keystore.sharedKey(matching: key)
         guard let agent = await AgentClient.connect(home: keystore.home) else { throw CLIError.noAgent }
-        let value = try await recovery.recoverKey(holding, keystore: keystore, keys: keys)
-        try await agent.unlock(keyID: holding.keyID, key: value, seconds: seconds)
-        let until = Date().addingTimeInterval(TimeInterval(seconds))
+        try recovery.checkNoDealer()
+        // The serve's identity recovers it (no passphrase asked here), and its agent keeps
+        // it: the key never crosses the socket. A password layer is read here, first.
+        let password = holding.secret.header.passwordProtected ? try recovery.keyPassword(for: holding)() : nil
+        let until = try await agent.recover(keyID: holding.keyID, seconds: seconds, password: password, options: recovery.agentOptions,
+                                            line: Terminal.standardError)
         Terminal.standardError("unlocked key '\(holding.displayName)' until \(ISO8601DateFormatter().string(from: until))")
         // Items that a sync stored while the key was locked are opened now.
         var problems: [String] = []

@@ -97,7 +97,9 @@ struct Serve: AsyncParsableCommand {
         let loopbackOnly = listen.hasPrefix("127.") || listen == "::1" || listen == "localhost"
         let announce = !noMdns && !loopbackOnly, listen = self.listen
         if !noMdns && loopbackOnly { Terminal.standardError("vault serve: not announced by mDNS: listening on loopback only") }
-        let agent = KeyAgent(approvals: queue) { line in Terminal.standardError("vault serve: \(line)") }
+        let agent = KeyAgent(approvals: queue, recoverer: { job in await ServeRecovery.run(job, keystore: keystore, identity: identity) }) { line in
+            Terminal.standardError("vault serve: \(line)")
+        }
         // The relays of the user's groups: share offers, piece requests and answers as they
         // come, and the answers of what is decided here.
         let watch = HolderWatch(keystore: keystore, identity: identity) { pass in
