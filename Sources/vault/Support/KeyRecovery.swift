@@ -49,7 +49,9 @@ struct KeyRecoveryOptions: ParsableArguments {
 
     /// Recovers `holding` as `identity` (a serve's, for `vault unlock`), its password layer
     /// from `password` when it has one.
-    func recoverKey(_ holding: KeyHolding, keystore: Keystore, identity: Identity,
+    /// `command` is what a hint says to run again (`vault unlock NAME`), when not the
+    /// `vault recover` of the key's secret.
+    func recoverKey(_ holding: KeyHolding, keystore: Keystore, identity: Identity, command: String? = nil,
                     password: @escaping () throws -> SecureBytes) async throws -> SecureBytes {
         defer { ProgressLine.end() }
         let recoverer = recoverer(keystore, identity: identity)
@@ -61,7 +63,8 @@ struct KeyRecoveryOptions: ParsableArguments {
             return try recoverer.combineKey(secret, pieces: gathered, password: password)
         }
         let target = RecoveryTarget(own: secret, dealer: secret.header.dealer, secretID: secret.header.secretID)
-        let outcome = try await relays.recover(target, lanPieces: gathered.map(\.path), keystore: keystore, identity: identity, timeout: timeout)
+        let outcome = try await relays.recover(target, lanPieces: gathered.map(\.path), keystore: keystore, identity: identity, timeout: timeout,
+                                               command: command)
         let key = try withExtendedLifetime(gathered) {
             try recoverer.combineKey(secret, pieceFiles: gathered.map(\.path) + outcome.pieces, replyKeys: [outcome.remote.replyKey],
                                      password: password)

@@ -84,9 +84,14 @@ struct RelayRecoveryOptions: ParsableArguments {
     /// --wait, waits for enough pieces; otherwise, without enough, stops saying how to come
     /// back. `lanPieces` came over the LAN already, from holders who are not asked again.
     /// `rerunWith` are the caller's own options that a hint's command to run again keeps.
+    /// `command`, when given, is the command to run again (`vault unlock family`), in place
+    /// of the `vault recover` this run would be.
     func recover(_ target: RecoveryTarget, lanPieces: [String], keystore: Keystore, identity: Identity, timeout: Int?,
-                 rerunWith: [String] = []) async throws -> Outcome {
-        let again = { (target: RecoveryTarget) in self.again(target) + rerunWith.map { " " + ShellWord.quoted($0) }.joined() }
+                 rerunWith: [String] = [], command: String? = nil) async throws -> Outcome {
+        let again = { (target: RecoveryTarget) in
+            (command.map { $0 + (self.group.map { " --group \(ShellWord.quoted($0))" } ?? "") } ?? self.again(target))
+                + rerunWith.map { " " + ShellWord.quoted($0) }.joined()
+        }
         let answered = Set(lanPieces.compactMap(ReleasedPiece.claimedSender(ofFile:)))
         let lanPieces = answered.count
         if restart, let running = try keystore.recovery(dealer: target.dealer, secretID: target.secretID) { try keystore.endRecovery(running) }

@@ -143,6 +143,7 @@ import VaultTestSupport
         for holder in ["bob", "carol"] { try w[holder].ok("deny", try w.request(at: holder, from: "alice")) }
         #expect(again.wait() == 1, "\(again.log)")
         #expect(again.log.contains("vault: error: only 1 verified piece, 2 needed; missing: bob, carol"), "\(again.log)")
+        #expect(again.log.contains("'vault unlock family --restart' asks every holder anew"), "\(again.log)")
         #expect(!again.log.contains("Passphrase"), "\(again.log)")
         #expect(try w["alice"].ok("keys", "list").contains("locked"))
     }

@@ -18,7 +18,8 @@ enum ServeRecovery {
             let holding = try keystore.sharedKey(matching: job.keyID.hex)
             let password = job.password
             let key = try await Terminal.$lines.withValue({ job.say($0) }) {
-                try await options.recoverKey(holding, keystore: keystore, identity: identity) {
+                try await options.recoverKey(holding, keystore: keystore, identity: identity,
+                                             command: "vault unlock \(ShellWord.quoted(holding.displayName))") {
                     // The command read it before asking, when the key has a password layer.
                     guard let password else { throw VaultError.passwordRequired }
                     return password
