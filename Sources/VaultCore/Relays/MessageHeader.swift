@@ -200,13 +200,8 @@ public struct MessageHeader: Equatable, Sendable {
             }
             commitments = try (0..<count).map { _ in try r.raw(32) }
             try r.end()
-        } catch let error as VaultError {
-            if case .invalidCard = error { throw fail("a card in it is invalid") }
-            throw error
-        } catch let failure as ByteReader.Failure {
-            throw fail(failure.description)
         } catch {
-            throw fail(VaultError.words(for: error))
+            throw VaultError.reading("the message share", error)
         }
         guard encoded() == bytes else { throw fail("the header is not canonically encoded") }
     }

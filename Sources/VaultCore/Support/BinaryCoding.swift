@@ -100,3 +100,14 @@ extension Collection<UInt8> {
         }
     }
 }
+
+extension VaultError {
+    /// What a reader of `what` throws for an error met while reading its fields: an invalid
+    /// card says so, vault's other errors (a field's own words) pass as they are, and
+    /// anything else (a ``ByteReader/Failure``) is `what` malformed, in its words.
+    package static func reading(_ what: String, _ error: any Error) -> VaultError {
+        guard let error = error as? VaultError else { return .malformed(what: what, detail: words(for: error)) }
+        if case .invalidCard = error { return .malformed(what: what, detail: "a card in it is invalid") }
+        return error
+    }
+}

@@ -121,11 +121,8 @@ public struct ObjectHeader: Equatable, Sendable {
                 throw fail("a holder message goes to one recipient and names no key")
             }
             try r.end()
-        } catch let error as VaultError {
-            if case .invalidCard = error { throw fail("a card in it is invalid") }
-            throw error
         } catch {
-            throw fail(VaultError.words(for: error))
+            throw VaultError.reading("the object message", error)
         }
     }
 

@@ -21,11 +21,8 @@ enum DealerSignedRecord {
             read = try fields(&r)
             signature = try r.raw(64)
             try r.end()
-        } catch let error as VaultError {
-            if case .invalidCard = error { throw fail("a card in it is invalid") }
-            throw error
         } catch {
-            throw fail(VaultError.words(for: error))
+            throw VaultError.reading(what, error)
         }
         guard dealer(read).verify(signature: signature, of: domain + Array(bytes.prefix(length - 64))) else {
             throw .badSignature(what: "\(what) (it is not signed by the dealer it names)")

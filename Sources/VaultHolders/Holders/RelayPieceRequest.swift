@@ -139,11 +139,8 @@ public struct RelayPieceRequest: Equatable, Sendable {
             proof = try r.raw(64)
             signature = try r.raw(64)
             try r.end()
-        } catch let error as VaultError {
-            if case .invalidCard = error { throw fail("a card in it is invalid") }
-            throw error
         } catch {
-            throw fail(VaultError.words(for: error))
+            throw VaultError.reading("the piece request", error)
         }
         guard holder != requesterCard else { throw fail("it asks the requester itself") }
         // The piece is sealed to it: a key of small order would make every box's shared
