@@ -15,15 +15,15 @@ extension Relay {
     /// commitment at the end; the message is served only once all of it checked out, and a
     /// share refused part way leaves nothing behind.
     func putMessage(_ request: Request, group: [UInt8], id: [UInt8], caller: Caller) async throws -> Response {
-        let admit: (IncomingRelayMessage.Envelope) async throws -> Void
+        let admit: (IncomingRelayMessage.Envelope, UInt64) async throws -> Void
         if group == GroupRecord.guestBoxID {
-            admit = { try await self.checkGuest($0, id: id, caller: caller) }
+            admit = { try await self.checkGuest($0, length: $1, id: id, caller: caller) }
         } else {
             guard let stored = try await store.group(id: group), let record = groupCache.record(stored) else {
                 throw RelayFailure.unknownGroup()
             }
             guard try await store.isMember(caller.key, of: group) else { throw RelayFailure.notAMember() }
-            admit = { try await self.check($0, group: record, id: id, caller: caller) }
+            admit = { header, _ in try await self.check(header, group: record, id: id, caller: caller) }
         }
         let limit = configuration.maximumMessage
         if let declared = request.headers[.contentLength].flatMap({ UInt64($0) }), declared > limit {
@@ -48,7 +48,7 @@ extension Relay {
                 pending += buffer.readableBytesView
                 if message == nil, let header = incoming.envelope {
                     guard incoming.length <= limit else { throw RelayFailure.tooLarge("a message share is at most \(ByteCount.limit(limit)) on this relay") }
-                    try await admit(header)
+                    try await admit(header, incoming.length)
                     message = NewMessage(group: group, id: id, sender: caller.key, size: incoming.length, expires: header.expiresAt,
                                          deleteWhenConfirmed: header.deleteWhenConfirmed, bodyHash: caller.bodyHash,
                                          recipients: header.recipients, created: Self.now())
@@ -138,7 +138,7 @@ extension Relay {
     /// few small messages. Keys cost nothing to make, so the count a recipient may have
     /// waiting bounds what a flood of new keys can do to it: fill its guest box until the
     /// messages expire, never its groups' mail.
-    private func checkGuest(_ header: IncomingRelayMessage.Envelope, id: [UInt8], caller: Caller) async throws {
+    private func checkGuest(_ header: IncomingRelayMessage.Envelope, length: UInt64, id: [UInt8], caller: Caller) async throws {
         guard header.groupID == GroupRecord.guestBoxID, header.messageID == id else {
             throw RelayFailure.malformed("the message is for another group or message than its path names")
         }
@@ -148,9 +148,16 @@ extension Relay {
         guard header.sender.signingKey == caller.key else {
             throw RelayFailure(status: .forbidden, code: "not_the_sender", words: "only a message's sender may store it")
         }
-        if try await !store.isMember(caller.key), try await !store.isMember(recipient) {
-            throw RelayFailure(status: .forbidden, code: "not_a_member",
-                               words: "the guest box carries messages to or from a member of a group on this relay only")
+        if try await !store.isMember(caller.key) {
+            guard try await store.isMember(recipient) else {
+                throw RelayFailure(status: .forbidden, code: "not_a_member",
+                                   words: "the guest box carries messages to or from a member of a group on this relay only")
+            }
+            // A key that is a member of nothing here sends requests, which are small: its 16
+            // cannot take the guest box's quota from the guests that follow.
+            guard length <= GuestBoxLimits.strangerMessage else {
+                throw RelayFailure.tooLarge("a key in no group here sends at most \(ByteCount.limit(GuestBoxLimits.strangerMessage)) to the guest box")
+            }
         }
         let now = Self.now()
         guard try await store.guestMessages(from: caller.key, to: nil, now: now) < GuestBoxLimits.perSender else {
@@ -297,6 +304,9 @@ enum GuestBoxLimits {
     static let perSender = 16
     /// Unconfirmed, unexpired guest messages that may wait here for one recipient.
     static let perRecipient = 64
+    /// The largest guest message from a key that is a member of no group here: a holder
+    /// record of the padded size (512 bytes, FORMAT.md §20) is about 1.3 KiB sealed.
+    static let strangerMessage: UInt64 = 16 << 10
 }
 
 /// How the stores cut what they keep.

@@ -101,6 +101,14 @@ import VaultTestSupport
         // left: the stranger may send again.
         _ = try member.vault.run("receive")
         #expect(try await send(to: memberCard).count == 1)
+        // A stranger's message is small: a large one (as a share offer would be) is refused.
+        let large = try await OwnThread.run {
+            try await HolderMail.send(to: memberCard, in: box, lifetime: 3600, keystore: keystore, identity: identity) { emit in
+                try HolderRecord.shareOffer().withUnsafeBytes(emit)
+                try [UInt8](repeating: 7, count: 20_000).withUnsafeBytes(emit)
+            }
+        }
+        #expect(large.count == 0 && large.why.contains("a key in no group here sends at most 16 KiB to the guest box"), "\(large.why)")
         // Item changes are no holder message: the guest box refuses them.
         let changes = ObjectMessage.Request(groupID: GroupRecord.guestBoxID, kind: .changes, keyID: SecureRandom().bytes(16),
                                             recipients: [memberCard], lifetime: 3600, deleteWhenConfirmed: true)
