@@ -312,7 +312,8 @@ public enum Messenger {
         var failed: Set<String> = []
         for listed in groups {
             let group = listed.isGuestBox ? listed.without(relays: failed) : listed
-            guard !group.relays.isEmpty else { continue }
+            // Left to a serve, the guest box (holder messages only) is not even listed.
+            guard !group.relays.isEmpty, !(group.isGuestBox && leavingHolderMail) else { continue }
             // Made for a group's messages only: in no group, nothing is made on disk.
             let spool = try Spool(home: keystore.home)
             let connections = group.relays.map { RelayConnection($0, identity: identity) }
@@ -367,7 +368,10 @@ public enum Messenger {
                     do {
                         switch try await SyncClock.measure(.download, {
                             try await fetch(id, in: group, from: connections[j], index: j + 1, spool: spool, identity: identity,
-                                            objectsOnly: objectsOnly || holderMailOnly, holderOnly: holderMailOnly,
+                                            // The guest box holds holder messages only: anything else a
+                                            // relay serves there is not read.
+                                            objectsOnly: objectsOnly || holderMailOnly || group.isGuestBox,
+                                            holderOnly: holderMailOnly || group.isGuestBox,
                                             leavingHolderMail: leavingHolderMail)
                         }) {
                         case .share(let share): shares.append(share)
