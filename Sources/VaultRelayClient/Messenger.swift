@@ -310,6 +310,7 @@ public enum Messenger {
         // Relays whose listing failed in this run: the guest box, read last, does not wait
         // on them a second time (a stalled relay would cost the run a second deadline).
         var failed: Set<String> = []
+        var droppedGuests = 0
         for listed in groups {
             let group = listed.isGuestBox ? listed.without(relays: failed) : listed
             // Left to a serve, the guest box (holder messages only) is not even listed.
@@ -356,6 +357,7 @@ public enum Messenger {
                 }
                 var shares: [ReceivedShare] = []
                 var object: (message: IncomingObjectMessage, path: String)?
+                var servedBy = 0
                 var isShare = false
                 defer {
                     for share in shares { unlink(share.path) }
@@ -375,7 +377,7 @@ public enum Messenger {
                                             leavingHolderMail: leavingHolderMail)
                         }) {
                         case .share(let share): shares.append(share)
-                        case .object(let message, let path): object = (message, path)
+                        case .object(let message, let path): (object, servedBy) = ((message, path), j)
                         case .skipped: isShare = true
                         }
                     } catch {
@@ -386,6 +388,16 @@ public enum Messenger {
                 if isShare { continue }
                 // Nothing came of it from any relay: what it was (a denial, say) is not known.
                 if object == nil && shares.isEmpty { readThrough.subtract(relays) }
+                // A guest message from a card this identity does not trust is dropped, and
+                // only where it was served: a copy of someone's message id, stored under a
+                // stranger's key on one relay, must not confirm the real one away on the
+                // others (they serve it at the next run).
+                if let object, group.isGuestBox, let sender = object.message.header?.sender,
+                   !group.members.contains(where: { $0.card == sender }) {
+                    droppedGuests += 1
+                    await confirm(id, in: group, on: [connections[servedBy]])
+                    continue
+                }
                 if let object {
                     // Confirmed unless this machine failed to keep it (a full disk): the
                     // relays then keep it for the next run.
@@ -462,6 +474,11 @@ public enum Messenger {
                                                          now: UInt64(Date().timeIntervalSince1970), again: requestLifetime)
                 if !ask.isEmpty { await requestResend(ask, from: member, in: group, keystore: keystore, identity: identity, report: &report) }
             }
+        }
+        if droppedGuests > 0 {
+            report.holders.problems.append("dropped \(droppedGuests) message\(droppedGuests == 1 ? "" : "s") from cards you do not trust "
+                                           + "in your relays' guest box (a friend's new machine? add its card face to face, and have it "
+                                           + "ask again with --restart)")
         }
         // Holder messages left to a serve were not read: this was no round of them.
         if !leavingHolderMail {

@@ -74,10 +74,13 @@ public final class RemoteRecovery {
 
     /// Takes what the relays hold for this identity now (answers, and anything else for a
     /// holder), and reads the recovery again.
-    public func collect() async -> HolderReport {
+    /// With `takingMail` false (a recovery run inside `vault serve`, whose watch takes what
+    /// the relays hold and asks its person about requests on its own terminal), only the
+    /// cursors are read, for ``waitForAnswers(until:)``, and the keystore.
+    public func collect(takingMail: Bool = true) async -> HolderReport {
         let groups = HolderMail.mailGroups(keystore: keystore, identity: identity)
         cursors = await RelayMail.latest(groups: groups, identity: identity)
-        let report = await HolderMail.collect(keystore: keystore, identity: identity)
+        let report = takingMail ? await HolderMail.collect(keystore: keystore, identity: identity) : HolderReport()
         try? reload()
         return report
     }

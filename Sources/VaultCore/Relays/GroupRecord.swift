@@ -132,6 +132,8 @@ public struct GroupRecord: Equatable, Sendable {
         } catch {
             throw fail(VaultError.words(for: error))
         }
+        // The guest box's id is no group's (relays refuse such a record too).
+        guard id != [UInt8](repeating: 0, count: 16) else { throw fail("its id is the guest box's, 16 zero bytes") }
         // Re-encoding checks every rule the maker checks (counts, URLs, the owner a member)
         // and that the bytes are the one encoding of what was parsed.
         let canonical: [UInt8]

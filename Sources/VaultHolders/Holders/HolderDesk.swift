@@ -54,7 +54,11 @@ public enum HolderDesk {
         }
         // The trustee of a rule this holder took waits out the rule's wait instead of a
         // person's yes; only this secret's rule counts, and only for the card it names.
-        if let held = try keystore.emergencyRule(secretRow: row), held.role == .accepted, held.rule.trustee == request.requesterCard {
+        // Not through the guest box: the dealer's denial travels through a group the holder
+        // shares with it, and one shared with nobody could never stop the wait. There the
+        // trustee is asked about as anyone holding no share is: the person decides.
+        if !group.isGuestBox, let held = try keystore.emergencyRule(secretRow: row), held.role == .accepted,
+           held.rule.trustee == request.requesterCard {
             switch try EmergencyDesk.waitFor(request, peer: peer, rule: held.rule, group: group, keystore: keystore, now: now) {
             case .added(let taken): return .emergency(taken)
             case .replayed: return .refused(.replayed)

@@ -22,7 +22,7 @@ public final class KeyAgent: @unchecked Sendable {
 
     private var keys: [[UInt8]: Entry] = [:]
     private let lock = NSLock()
-    private let log: @Sendable (String) -> Void
+    let log: @Sendable (String) -> Void
     /// The requests waiting for consent (over the LAN and through relays), which `vault
     /// requests|approve|deny` reach here.
     private let approvals: ConsentQueue?
@@ -124,8 +124,9 @@ public final class KeyAgent: @unchecked Sendable {
                     // are wiped in place once used. (NIO's own buffers are not ours to wipe.)
                     var bytes = Array(request.readableBytesView)
                     if bytes.first == AgentRequest.recover.rawValue, let recoverer {
-                        defer { bytes.wipe() }
-                        try await recover(bytes, recoverer: recoverer) { try await outbound.write(ByteBuffer(bytes: $0)) }
+                        try await recover(&bytes, recoverer: recoverer, channel: connection.channel, pid: credentials.pid) {
+                            try await outbound.write(ByteBuffer(bytes: $0))
+                        }
                         continue
                     }
                     var answer = handle(bytes)

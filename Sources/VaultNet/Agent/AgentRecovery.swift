@@ -55,12 +55,14 @@ public struct AgentRecoveryOptions: Codable, Sendable, Equatable {
 
     /// The options as command-line arguments of `vault unlock`, for the serve to parse as
     /// the command would: one set of checks for both.
+    /// Each value joined to its option by `=`, so that a value cannot be read as another
+    /// option (a `--peer` of `--dealer=…`).
     public var arguments: [String] {
-        var arguments: [String] = peers.flatMap { ["--peer", $0] }
-        if let timeout { arguments += ["--timeout", String(timeout)] }
-        if let group { arguments += ["--group", group] }
+        var arguments: [String] = peers.map { "--peer=" + $0 }
+        if let timeout { arguments.append("--timeout=\(timeout)") }
+        if let group { arguments.append("--group=" + group) }
         if wait { arguments.append("--wait") }
-        arguments += ["--ttl", ttl]
+        arguments.append("--ttl=" + ttl)
         if restart { arguments.append("--restart") }
         return arguments
     }
@@ -86,10 +88,14 @@ public struct AgentRecoveryFailure: Error, Sendable {
 public typealias AgentRecoverer = @Sendable (AgentRecoveryJob) async -> AgentRecoveryOutcome
 
 extension KeyAgent {
-    /// Request 7: parses it, runs `recoverer` while streaming its lines, keeps the key it
-    /// recovered, and answers how it ended. One recovery at a time: a second is refused
-    /// while one runs (two recoveries of one key would race for its holders' answers).
-    func recover(_ request: [UInt8], recoverer: @escaping AgentRecoverer, write: @escaping @Sendable ([UInt8]) async throws -> Void) async throws {
+    /// Request 7: parses it (and wipes it: it holds the password), runs `recoverer` while
+    /// streaming its lines, keeps the key it recovered, and answers how it ended. One
+    /// recovery at a time: a second is refused while one runs (two recoveries of one key
+    /// would race for its holders' answers). A client that goes away, or a serve that stops,
+    /// stops the recovery, and a key it made anyway is dropped, not kept.
+    func recover(_ request: inout [UInt8], recoverer: @escaping AgentRecoverer, channel: Channel, pid: Int32,
+                 write: @escaping @Sendable ([UInt8]) async throws -> Void) async throws {
+        defer { request.wipe() }
         let body = request.dropFirst()
         guard body.count >= 16 + 4 + 2 else { return try await write([AgentStatus.malformed.rawValue]) }
         let keyID = Array(body.prefix(16))
@@ -102,36 +108,52 @@ extension KeyAgent {
             return try await write([AgentStatus.malformed.rawValue])
         }
         let password = passwordLength == 0 ? nil : SecureBytes(copying: rest.prefix(passwordLength))
+        request.wipe()
         guard beginRecovery() else {
             return try await write(Self.failure(error: "another 'vault unlock' is recovering a key through this serve", hint: "wait for it to end",
                                                 status: 1))
         }
         defer { endRecovery() }
+        // Said in serve's log: any process of this uid may ask (Docs/SECURITY.md), and its
+        // person should see that one did.
+        log("agent: recovering key \(keyID.hex.prefix(16)) for 'vault unlock' (process \(pid))")
+        // The recovery lasts as long as its holders take, past the idle timeout; it ends
+        // with the client instead.
+        try await SecureChannel.liftIdleTimeout(channel)
         let (lines, lineSink) = AsyncStream<String>.makeStream(bufferingPolicy: .bufferingNewest(1024))
         let job = AgentRecoveryJob(keyID: keyID, seconds: seconds, password: password, options: options) { lineSink.yield($0) }
         let running = Task { () -> AgentRecoveryOutcome in
             defer { lineSink.finish() }
             return await recoverer(job)
         }
-        // The client's connection closes after 30 s of silence (the idle timeout): an empty
-        // line every 10 s keeps a recovery that waits for holders (`--wait`) connected.
+        // The client learns that the recovery still runs, and the agent that the client
+        // is still there: an empty line every 10 s, which fails to write once it is gone.
         let keepalive = Task {
             while !Task.isCancelled {
                 try? await Task.sleep(nanoseconds: 10_000_000_000)
                 if !Task.isCancelled { lineSink.yield("") }
             }
         }
+        defer { keepalive.cancel() }
         do {
-            for await line in lines { try await write([AgentStatus.progress.rawValue] + Array(line.utf8)) }
+            try await withTaskCancellationHandler {
+                for await line in lines { try await write([AgentStatus.progress.rawValue] + Array(line.utf8)) }
+            } onCancel: {
+                running.cancel()
+            }
         } catch {
-            // The client went away: the recovery is let finish (what it asked stays asked),
-            // and its key, if it comes, is kept as asked.
-            keepalive.cancel()
-            _ = await finish(await running.value, job: job)
+            // Waited for (it stops at its next look), so that the next unlock of the key does
+            // not race it in the keystore; what it made anyway is dropped, zeroed with it.
+            running.cancel()
+            _ = await running.value
+            endRecovery()
+            log("agent: the recovery of key \(keyID.hex.prefix(16)) stopped: its 'vault unlock' went away")
             throw error
         }
-        keepalive.cancel()
-        try await write(await finish(await running.value, job: job))
+        let outcome = await running.value
+        // A serve that stops keeps nothing.
+        if Task.isCancelled { return }
+        try await write(finish(outcome, job: job))
     }
 
     /// Keeps a recovered key; the final answer for the client.
@@ -159,11 +181,15 @@ extension AgentClient {
     /// throws ``AgentRecoveryFailure`` when the recovery ended without it.
     public func recover(keyID: [UInt8], seconds: UInt32, password: SecureBytes?, options: AgentRecoveryOptions,
                         line: @escaping (String) -> Void) async throws -> Date {
-        var request = [AgentRequest.recover.rawValue] + keyID + (0..<4).reversed().map { UInt8(truncatingIfNeeded: seconds >> (8 * UInt32($0))) }
+        let json = Array(try JSONEncoder().encode(options))
         let length = password?.count ?? 0
+        // Room for all of it first: growing would leave copies of the password behind.
+        var request: [UInt8] = []
+        request.reserveCapacity(1 + 16 + 4 + 2 + length + json.count)
+        request += [AgentRequest.recover.rawValue] + keyID + (0..<4).reversed().map { UInt8(truncatingIfNeeded: seconds >> (8 * UInt32($0))) }
         request += [UInt8(length >> 8), UInt8(length & 0xff)]
         password?.withUnsafeBytes { request += $0 }
-        request += Array(try JSONEncoder().encode(options))
+        request += json
         defer { request.wipe() }
         var answer = try await stream(request) { frame in
             guard frame.first == AgentStatus.progress.rawValue else { return false }
@@ -181,6 +207,10 @@ extension AgentClient {
                 throw NetError.protocolViolation("the agent sent a malformed answer")
             }
             throw AgentRecoveryFailure(error: failure.error, hint: failure.hint, status: failure.status)
+        case AgentStatus.malformed.rawValue where answer.count == 1:
+            // A serve from before request 7 knows no such request.
+            throw AgentRecoveryFailure(error: "the running 'vault serve' cannot recover keys for 'vault unlock': it is older than this vault",
+                                       hint: "restart 'vault serve'", status: 1)
         default:
             throw NetError.protocolViolation("the agent sent a malformed answer")
         }

@@ -29,7 +29,7 @@ struct FrameEncoder: MessageToByteEncoder {
 }
 
 /// Closes a connection that stays silent longer than its idle timeout.
-final class IdleCloser: ChannelInboundHandler, Sendable {
+final class IdleCloser: ChannelInboundHandler, RemovableChannelHandler, Sendable {
     typealias InboundIn = ByteBuffer
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {

@@ -27,12 +27,21 @@ public final class SecureChannel {
     static func configure(_ channel: Channel) -> EventLoopFuture<NIOAsyncChannel<ByteBuffer, ByteBuffer>> {
         channel.eventLoop.makeCompletedFuture {
             let sync = channel.pipeline.syncOperations
-            try sync.addHandler(IdleStateHandler(readTimeout: .seconds(NetLimits.idleSeconds)))
-            try sync.addHandler(IdleCloser())
+            try sync.addHandler(IdleStateHandler(readTimeout: .seconds(NetLimits.idleSeconds)), name: idleHandlers[0])
+            try sync.addHandler(IdleCloser(), name: idleHandlers[1])
             try sync.addHandler(ByteToMessageHandler(FrameDecoder()))
             try sync.addHandler(MessageToByteHandler(FrameEncoder()))
             return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
         }
+    }
+
+    private static let idleHandlers = ["vault-idle-state", "vault-idle-closer"]
+
+    /// Takes the idle timeout off a connection whose peer waits for long work it was told
+    /// of (the agent's recovery for `vault unlock`, which lasts as long as its holders take).
+    /// (The idle events go on firing, and reach nothing that acts on them.)
+    static func liftIdleTimeout(_ channel: Channel) async throws {
+        try await channel.pipeline.removeHandler(name: idleHandlers[1]).get()
     }
 
     /// Runs the handshake on `connection`, then `body`; closes the connection afterwards.

@@ -15,6 +15,10 @@ final class MessageWaiters: @unchecked Sendable {
     static let perKey = 4
     /// Waiting requests in all.
     static let total = 1024
+    /// Waiting requests of guests (keys in no group here, waiting for the answers to what
+    /// they left in the guest box): one a key, and these many in all, so that fresh keys,
+    /// which cost nothing, cannot take the members' slots.
+    static let guests = 64
 
     private enum Slot {
         /// Registered before its look at the store, so that a message finished during the look wakes it.
@@ -28,6 +32,7 @@ final class MessageWaiters: @unchecked Sendable {
     private var slots: [UInt64: Slot] = [:]
     private var byKey: [String: Set<UInt64>] = [:]
     private var occupied = 0
+    private var guestSlots: Set<UInt64> = []
     private var nextID: UInt64 = 0
     private var closed = false
 
@@ -35,10 +40,12 @@ final class MessageWaiters: @unchecked Sendable {
     /// for at most `seconds`, while `connection` is open, and once more at the end. Returns
     /// the last look's result: empty only when the time is up, the client left, the relay
     /// is shutting down, or `key` or the relay has no waiter to spare (then at once).
-    func poll<T: Collection>(for key: String, seconds: Int, connection: any Channel, _ list: () async throws -> T) async throws -> T {
+    /// A `guest` waits in the guests' slots (``guests``).
+    func poll<T: Collection>(for key: String, seconds: Int, connection: any Channel, guest: Bool = false,
+                             _ list: () async throws -> T) async throws -> T {
         let deadline = NIODeadline.now() + .seconds(Int64(seconds))
         while true {
-            let id = register(key)
+            let id = register(key, guest: guest)
             let listed: T
             do {
                 listed = try await list()
@@ -87,10 +94,12 @@ final class MessageWaiters: @unchecked Sendable {
     // MARK: One waiter
 
     /// A slot for `key`, or nil when it or the relay has none to spare.
-    private func register(_ key: String) -> UInt64? {
+    private func register(_ key: String, guest: Bool) -> UInt64? {
         lock.withLock {
-            guard !closed, occupied < Self.total, byKey[key, default: []].count < Self.perKey else { return nil }
+            guard !closed, occupied < Self.total, byKey[key, default: []].count < (guest ? 1 : Self.perKey) else { return nil }
+            guard !guest || guestSlots.count < Self.guests else { return nil }
             nextID += 1
+            if guest { guestSlots.insert(nextID) }
             slots[nextID] = .registered(key: key)
             byKey[key, default: []].insert(nextID)
             occupied += 1
@@ -165,6 +174,7 @@ final class MessageWaiters: @unchecked Sendable {
         }
         byKey[key]?.remove(id)
         if byKey[key]?.isEmpty == true { byKey[key] = nil }
+        guestSlots.remove(id)
         occupied -= 1
         return continuation
     }

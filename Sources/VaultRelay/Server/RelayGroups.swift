@@ -12,14 +12,13 @@ extension Relay {
         let bytes = try await smallBody(request, caller: caller, limit: GroupRecord.maximumLength)
         let record: GroupRecord
         do {
+            // (It refuses the guest box's id: a record under it would make its owner the judge
+            // of who may use the guest box here.)
             record = try GroupRecord(parsing: bytes)
         } catch {
             throw RelayFailure.malformed("the group record is not valid: \(VaultError.words(for: error))")
         }
         guard record.id == group else { throw RelayFailure.malformed("the record is for another group") }
-        // The guest box's id is no group's: a record under it would make its owner the
-        // judge of who may use the guest box here.
-        guard !record.isGuestBox else { throw RelayFailure.malformed("the id of 16 zero bytes is the guest box's, not a group's") }
         // A relay keeps only groups that name it: it checks each share's index against its
         // own place in the record.
         guard record.relays.contains(where: { $0.card == identity.card }) else {

@@ -148,6 +148,12 @@ extension Relay {
         guard header.sender.signingKey == caller.key else {
             throw RelayFailure(status: .forbidden, code: "not_the_sender", words: "only a message's sender may store it")
         }
+        // Nothing in the guest box is kept for other machines: a guest message goes once
+        // read, and what it took is free again.
+        guard header.deleteWhenConfirmed else {
+            throw RelayFailure.malformed("a message to the guest box is deleted once its recipient confirms it")
+        }
+        let now = Self.now()
         if try await !store.isMember(caller.key) {
             guard try await store.isMember(recipient) else {
                 throw RelayFailure(status: .forbidden, code: "not_a_member",
@@ -158,12 +164,13 @@ extension Relay {
             guard length <= GuestBoxLimits.strangerMessage else {
                 throw RelayFailure.tooLarge("a key in no group here sends at most \(ByteCount.limit(GuestBoxLimits.strangerMessage)) to the guest box")
             }
-        }
-        let now = Self.now()
-        guard try await store.guestMessages(from: caller.key, to: nil, now: now) < GuestBoxLimits.perSender else {
-            throw RelayFailure(status: .tooManyRequests, code: "guest_box_full",
-                               words: "this key has \(GuestBoxLimits.perSender) messages waiting in the guest box here; "
-                                   + "try again once they are read or expire")
+            // Counted before the upload: parallel uploads of one key can pass it by what the
+            // key's rate limit lets through (Docs/RELAY.md, "The guest box").
+            guard try await store.guestMessages(from: caller.key, to: nil, now: now) < GuestBoxLimits.perSender else {
+                throw RelayFailure(status: .tooManyRequests, code: "guest_box_full",
+                                   words: "this key has \(GuestBoxLimits.perSender) messages waiting in the guest box here; "
+                                       + "try again once they are read or expire")
+            }
         }
         guard try await store.guestMessages(from: nil, to: recipient, now: now) < GuestBoxLimits.perRecipient else {
             throw RelayFailure(status: .tooManyRequests, code: "guest_box_full",
@@ -221,12 +228,12 @@ extension Relay {
         // Only members wait: a key that is in no group here has nothing to wait for, and
         // keys cost nothing to make, so strangers could otherwise take every waiting slot.
         // A guest (Docs/RELAY.md, "The guest box") waits for the answers to what it sent.
-        if let wait, try await mayWait(caller.key) {
+        if let wait, let guest = try await waitsAsGuest(caller.key) {
             let waiters = self.waiters
             // A relay shutting down answers its waiting requests now rather than holding its
             // shutdown for their time.
             listed = try await withGracefulShutdownHandler {
-                try await waiters.poll(for: caller.key.hex, seconds: wait, connection: context.connection, list)
+                try await waiters.poll(for: caller.key.hex, seconds: wait, connection: context.connection, guest: guest, list)
             } onGracefulShutdown: {
                 waiters.close()
             }
@@ -239,11 +246,12 @@ extension Relay {
         return answer(.ok, bytes: page.json, contentType: "application/json", nonce: caller.nonce)
     }
 
-    /// Whether `key` may hold a waiting list: a member, or a guest waiting for the answers to
-    /// what it sent (Docs/RELAY.md, "The guest box").
-    private func mayWait(_ key: [UInt8]) async throws -> Bool {
-        if try await store.isMember(key) { return true }
-        return try await store.isGuest(key, now: Self.now())
+    /// Whether `key` may hold a waiting list, and in which slots: false for a member, true
+    /// for a guest waiting for the answers to what it sent (Docs/RELAY.md, "The guest box"),
+    /// nil for neither.
+    private func waitsAsGuest(_ key: [UInt8]) async throws -> Bool? {
+        if try await store.isMember(key) { return false }
+        return try await store.isGuest(key, now: Self.now()) ? true : nil
     }
 
     /// `GET /v1/groups/{group}/messages/{message}`: the share, streamed from the store, for
@@ -300,7 +308,8 @@ extension Relay {
 /// What the guest box lets through (Docs/RELAY.md, "The guest box"): a social recovery
 /// asks each holder once, and each answers once, so a few messages a key are plenty.
 enum GuestBoxLimits {
-    /// Unconfirmed, unexpired guest messages one key may have sent that wait here.
+    /// Unconfirmed, unexpired guest messages one key that is a member of no group here may
+    /// have sent that wait here. (A member's answers are bounded by its recipients' count.)
     static let perSender = 16
     /// Unconfirmed, unexpired guest messages that may wait here for one recipient.
     static let perRecipient = 64

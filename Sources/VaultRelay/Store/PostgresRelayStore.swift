@@ -462,7 +462,7 @@ final class PostgresRelayStore: RelayStore {
 
     /// The guest box's id as an SQL literal, and what a member join must find (the guest
     /// box's messages are served with no group).
-    static let guestBox = "'\\x00000000000000000000000000000000'::BYTEA"
+    static let guestBox = "decode('00000000000000000000000000000000', 'hex')"
     static let memberFound = "((mb.signing_key IS NOT NULL AND ac.signing_key IS NOT NULL) OR m.group_id = \(guestBox))"
 
     func guestMessages(from sender: [UInt8]?, to recipient: [UInt8]?, now: UInt64) async throws -> Int {

@@ -51,7 +51,7 @@ struct KeyRecoveryOptions: ParsableArguments {
     /// from `password` when it has one.
     /// `command` is what a hint says to run again (`vault unlock NAME`), when not the
     /// `vault recover` of the key's secret.
-    func recoverKey(_ holding: KeyHolding, keystore: Keystore, identity: Identity, command: String? = nil,
+    func recoverKey(_ holding: KeyHolding, keystore: Keystore, identity: Identity, command: String? = nil, inServe: Bool = false,
                     password: @escaping () throws -> SecureBytes) async throws -> SecureBytes {
         defer { ProgressLine.end() }
         let recoverer = recoverer(keystore, identity: identity)
@@ -64,7 +64,7 @@ struct KeyRecoveryOptions: ParsableArguments {
         }
         let target = RecoveryTarget(own: secret, dealer: secret.header.dealer, secretID: secret.header.secretID)
         let outcome = try await relays.recover(target, lanPieces: gathered.map(\.path), keystore: keystore, identity: identity, timeout: timeout,
-                                               command: command)
+                                               command: command, takingMail: !inServe)
         let key = try withExtendedLifetime(gathered) {
             try recoverer.combineKey(secret, pieceFiles: gathered.map(\.path) + outcome.pieces, replyKeys: [outcome.remote.replyKey],
                                      password: password)

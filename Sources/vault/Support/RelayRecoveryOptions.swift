@@ -86,8 +86,9 @@ struct RelayRecoveryOptions: ParsableArguments {
     /// `rerunWith` are the caller's own options that a hint's command to run again keeps.
     /// `command`, when given, is the command to run again (`vault unlock family`), in place
     /// of the `vault recover` this run would be.
+    /// `takingMail` false: run inside a serve, whose watch takes what the relays hold.
     func recover(_ target: RecoveryTarget, lanPieces: [String], keystore: Keystore, identity: Identity, timeout: Int?,
-                 rerunWith: [String] = [], command: String? = nil) async throws -> Outcome {
+                 rerunWith: [String] = [], command: String? = nil, takingMail: Bool = true) async throws -> Outcome {
         let again = { (target: RecoveryTarget) in
             (command.map { $0 + (self.group.map { " --group \(ShellWord.quoted($0))" } ?? "") } ?? self.again(target))
                 + rerunWith.map { " " + ShellWord.quoted($0) }.joined()
@@ -97,7 +98,7 @@ struct RelayRecoveryOptions: ParsableArguments {
         if restart, let running = try keystore.recovery(dealer: target.dealer, secretID: target.secretID) { try keystore.endRecovery(running) }
         let remote = try RemoteRecovery(dealer: target.dealer, secretID: target.secretID, own: target.own,
                                         lifetime: try Duration.seconds(ttl), keystore: keystore, identity: identity)
-        show(await remote.collect())
+        show(await remote.collect(takingMail: takingMail))
         let holders = try holdersToAsk(target, keystore: keystore).filter { !answered.contains($0.card.agreementKey) }
         // A holder that refused for a reason time may mend is asked again: what it said comes
         // first, so that a refusal that will not mend (a wrong --dealer) is seen.
@@ -149,7 +150,10 @@ struct RelayRecoveryOptions: ParsableArguments {
                                        hint: "run '\(again(target))' again later: the requests stay valid until \(DateWords.short(remote.recovery.expires))")
             }
             await remote.waitForAnswers(until: deadline)
-            show(await remote.collect())
+            // Stopped (a serve's recovery whose command went away, or Ctrl-C): the wait then
+            // returns at once, and the loop must not spin until the deadline.
+            try Task.checkCancellation()
+            show(await remote.collect(takingMail: takingMail))
             let now = states(remote)
             for ask in remote.recovery.asks where now[ask.holderLabel] != seen[ask.holderLabel] {
                 Terminal.standardError("  \(ask.holderLabel): " + AskWords.state(ask.state, detail: ask.detail, until: ask.until))

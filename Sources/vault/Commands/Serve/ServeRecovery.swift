@@ -7,9 +7,9 @@ import VaultNet
 /// passphrase again; the recovery's lines go back to the command, which prints them, and its
 /// error (words, hint, exit status) too. The key goes straight into the agent.
 ///
-/// It also sees the answers serve's own watch takes off the relays as soon as they come
-/// (``RemoteRecovery/waitForAnswers(until:)`` looks at the keystore), instead of a second
-/// reader of the relays racing the watch for them.
+/// It reads no holder mail itself: serve's own watch takes it (and asks its person about
+/// requests on serve's terminal), and the recovery sees the answers in the keystore as soon
+/// as the watch takes them (``RemoteRecovery/waitForAnswers(until:)``).
 enum ServeRecovery {
     static func run(_ job: AgentRecoveryJob, keystore: Keystore, identity: Identity) async -> AgentRecoveryOutcome {
         do {
@@ -19,7 +19,7 @@ enum ServeRecovery {
             let password = job.password
             let key = try await Terminal.$lines.withValue({ job.say($0) }) {
                 try await options.recoverKey(holding, keystore: keystore, identity: identity,
-                                             command: "vault unlock \(ShellWord.quoted(holding.displayName))") {
+                                             command: "vault unlock \(ShellWord.quoted(holding.displayName))", inServe: true) {
                     // The command read it before asking, when the key has a password layer.
                     guard let password else { throw VaultError.passwordRequired }
                     return password
