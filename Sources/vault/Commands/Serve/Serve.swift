@@ -155,62 +155,6 @@ struct Serve: AsyncParsableCommand {
     }
 }
 
-/// Cancels the server's task on SIGINT or SIGTERM, also when the signal came before the
-/// task existed.
-final class StopSignal: @unchecked Sendable {
-    private let lock = NSLock()
-    private var task: Task<Void, Error>?
-    private var fired = false
-
-    func fire() {
-        lock.withLock { () -> Task<Void, Error>? in
-            fired = true
-            return task
-        }?.cancel()
-    }
-
-    func attach(_ task: Task<Void, Error>) {
-        if lock.withLock({ () -> Bool in
-            self.task = task
-            return fired
-        }) { task.cancel() }
-    }
-}
-
-/// The mDNS responder of a running server, started once the port is known.
-final class ResponderBox: @unchecked Sendable {
-    private var responder: MDNSResponder?
-    private let lock = NSLock()
-
-    func start(_ responder: MDNSResponder) {
-        lock.withLock { self.responder = responder }
-        Task {
-            do {
-                try await responder.start()
-                Terminal.standardError("vault serve: announced as _vault._tcp.local. (fingerprint \(responder.fingerprintPrefix))")
-            } catch {
-                Terminal.standardError("vault serve: not announced by mDNS: \(Report.words(for: error))")
-            }
-        }
-    }
-
-    /// Sends the goodbye.
-    func stop() async {
-        if let responder = lock.withLock({ responder }) { await responder.stop() }
-    }
-}
-
-/// Parses a dotted IPv4 address; `0.0.0.0` and anything else is not one to announce.
-enum SocketAddressBytes {
-    static func ipv4(_ text: String) throws -> [UInt8] {
-        let parts = text.split(separator: ".").compactMap { UInt8($0) }
-        guard parts.count == 4, text.split(separator: ".").count == 4, parts != [0, 0, 0, 0] else {
-            throw CLIError.invalidInput("not an IPv4 address")
-        }
-        return parts
-    }
-}
-
 /// Asks on the terminal; no terminal means no, and the sender is told.
 @Sendable func askToStore(_ question: String) -> Bool {
     (try? Terminal.confirm(question, what: "storing a share")) ?? false
