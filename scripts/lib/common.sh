@@ -19,11 +19,11 @@ BUILD_PACKAGES=(pkg-config libsodium-dev libssl-dev libqrencode-dev libzbar-dev 
 # the software TPM the TPM tests start (SoftwareTPM), and tpm2-tools to change it under them
 # (PCRs, dictionary-attack parameters) and to read what a test needs; binutils for readelf;
 # poppler-utils (pdftoppm, pdftotext) to render the recovery kits as a printer would and read
-# their text back; procps (pgrep), for scripts/test's runs side by side.
+# their text back.
 TEST_PACKAGES=(zbar-tools libjpeg-turbo-progs python3 python3-nacl python3-cryptography python3-venv iproute2
                avahi-daemon avahi-utils dbus-daemon util-linux xdg-utils
                man-db zsh fish systemd desktop-file-utils postgresql openssl chromium swtpm tpm2-tools binutils
-               poppler-utils procps)
+               poppler-utils)
 # Independent peers from PyPI, in a virtualenv (Debian's Python refuses system-wide pip);
 # shamir-mnemonic is Trezor's reference SLIP-39 (its library and its `shamir` command, which
 # needs click).
