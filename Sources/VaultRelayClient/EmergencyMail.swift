@@ -65,7 +65,7 @@ public enum EmergencyMail {
                       let group = try HolderMail.sharedGroup(with: dealer.card, keystore: keystore, identity: identity) else { continue }
                 let notice = HolderRecord.Notice(state: state, received: UInt64(request.received.timeIntervalSince1970),
                                                  releaseAt: UInt64(releaseAt.timeIntervalSince1970), request: asked)
-                let lifetime = UInt64(max(3600, releaseAt.timeIntervalSinceNow + 86_400))
+                let lifetime = UInt64(max(3600, releaseAt.timeIntervalSince(VaultClock.now()) + 86_400))
                 do {
                     let stored = try await HolderMail.send(to: dealer.card, in: group, lifetime: min(lifetime, HolderMail.offerLifetime), kept: true,
                                                            keystore: keystore, identity: identity) { emit in

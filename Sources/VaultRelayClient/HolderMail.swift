@@ -130,7 +130,7 @@ public enum HolderMail {
     /// least ``minimumRelays(_:)`` relays stored it.
     public static func ask(_ recovery: Recovery, holder: Peer, in group: GroupRecord, own: StoredSecret?, keystore: Keystore,
                            identity: Identity) async throws {
-        let now = UInt64(Date().timeIntervalSince1970)
+        let now = VaultClock.seconds()
         let left = UInt64(max(1, recovery.expires.timeIntervalSince1970 - Double(now)))
         let request = try RelayPieceRequest.make(secretID: recovery.secretID, dealer: recovery.dealer, holder: holder.card, own: own,
                                                  identity: identity, replyKey: recovery.replyPublicKey, lifetime: left, now: now)
@@ -238,7 +238,7 @@ public enum HolderMail {
                     try HolderDesk.answer(request, keystore: keystore, identity: identity, emit: output.write)
                     try output.commit()
                 }
-                let lifetime = UInt64(max(3600, request.expires.timeIntervalSinceNow + 86_400))
+                let lifetime = UInt64(max(3600, request.expires.timeIntervalSince(VaultClock.now()) + 86_400))
                 let stored = try await send(to: peer.card, in: group, lifetime: min(lifetime, offerLifetime), keystore: keystore,
                                             identity: identity) { emit in
                     var answer = try FileSource(path: path)
@@ -343,7 +343,7 @@ public enum HolderMail {
                 switch try HolderDesk.take(request, from: sender.card, in: group, keystore: keystore, identity: identity) {
                 case .refused(let refusal):
                     report.events.append(.refusedRequest(from: who, reason: refusal.description))
-                    let lifetime = UInt64(max(3600, Double(request.expires) - Date().timeIntervalSince1970))
+                    let lifetime = UInt64(max(3600, Double(request.expires) - VaultClock.now().timeIntervalSince1970))
                     _ = try await send(to: sender.card, in: group, lifetime: min(lifetime, offerLifetime), keystore: keystore,
                                        identity: identity) { emit in
                         try HolderDesk.refusal(nonce: request.nonce, refusal, emit: emit)

@@ -64,9 +64,8 @@ public final class HolderWatch: @unchecked Sendable {
                     waiting.addTask {
                         // A wait that ended but was held back (its dealer's relays not read
                         // through) is tried again after a pause, not at once.
-                        let left = release.timeIntervalSinceNow
-                        let seconds = left > 0 ? left : HolderWatch.heldBackRetry
-                        try? await Task.sleep(nanoseconds: UInt64(min(seconds, 86_400) * 1e9))
+                        let now = VaultClock.now()
+                        await VaultClock.sleep(until: release > now ? release : now.addingTimeInterval(HolderWatch.heldBackRetry))
                     }
                 }
                 _ = await waiting.next()

@@ -471,7 +471,7 @@ public enum Messenger {
                 guard !missing.isEmpty else { continue }
                 report.gaps.append(.init(group: group.name, member: member.label, sequences: missing))
                 let ask = try keystore.newResendRequests(group: group.id, sender: member.card.signingKey, sequences: missing,
-                                                         now: UInt64(Date().timeIntervalSince1970), again: requestLifetime)
+                                                         now: VaultClock.seconds(), again: requestLifetime)
                 if !ask.isEmpty { await requestResend(ask, from: member, in: group, keystore: keystore, identity: identity, report: &report) }
             }
         }
@@ -550,7 +550,7 @@ public enum Messenger {
             try incoming.finish()
             // The relay refused one made past its clock's window, and this clock is within
             // that window of the relay's.
-            try incoming.checkCreated(now: UInt64(Date().timeIntervalSince1970), slack: 2 * RequestSignature.window)
+            try incoming.checkCreated(now: VaultClock.seconds(), slack: 2 * RequestSignature.window)
             guard let envelope = incoming.envelope, envelope.groupID == group.id, envelope.messageID == id else {
                 throw VaultError.malformed(what: incoming.object == nil ? "the message share" : "the object message",
                                            detail: "it belongs to another group or message")

@@ -14,7 +14,7 @@ public struct RelayRound: Sendable {
     private(set) var readThrough: [[UInt8]: Set<Int>] = [:]
 
     /// A round that begins now.
-    public init(started: Date = Date()) {
+    public init(started: Date = VaultClock.now()) {
         self.started = started
     }
 

@@ -97,7 +97,7 @@ extension Messenger {
             report.problems.append("cannot answer \(member.label)'s resend request: \(VaultError.words(for: error))")
             return
         }
-        let now = UInt64(Date().timeIntervalSince1970)
+        let now = VaultClock.seconds()
         var resent: [UInt64] = [], gone: [UInt64] = []
         for number in numbers {
             guard let kept = try? keystore.sentMessage(group: group.id, recipient: member.card.signingKey, sequence: number, now: now),
@@ -146,7 +146,7 @@ extension Messenger {
     static func pruneOutbox(keystore: Keystore, identity: Identity, report: inout ReceiveReport) async {
         do {
             let outbox = try RelayOutbox(home: keystore.home)
-            let kept = try outbox.prune(keystore: keystore, now: UInt64(Date().timeIntervalSince1970))
+            let kept = try outbox.prune(keystore: keystore, now: VaultClock.seconds())
             // Bounded: the oldest few each run, so a long outbox costs a receive little.
             for message in kept.prefix(32) {
                 guard let group = try keystore.group(id: message.group), let header = try? outbox.header(of: message.id) else { continue }

@@ -39,7 +39,7 @@ public enum RequestSignature {
 
     /// The headers that sign a request from `identity` to the relay with key `relay`.
     public static func headers(identity: Identity, relay: [UInt8], method: String, path: String, bodyHash: [UInt8],
-                               time: UInt64 = UInt64(Date().timeIntervalSince1970), nonce: [UInt8] = SecureRandom().bytes(nonceLength))
+                               time: UInt64 = VaultClock.seconds(), nonce: [UInt8] = SecureRandom().bytes(nonceLength))
         -> [(String, String)] {
         let signature = identity.sign(message(relay: relay, method: method, path: path, bodyHash: bodyHash, time: time, nonce: nonce))
         return [(RelayHeader.key, Base64URL.encode(identity.card.signingKey)), (RelayHeader.time, String(time)),

@@ -136,7 +136,7 @@ extension Keystore {
         for (kind, version) in events {
             try db.execute(sql: "INSERT INTO app_event (item_id, counter, author, kind, local, at) VALUES (?, ?, ?, ?, ?, ?)",
                            arguments: [Data(itemID), Int64(version.counter), Data(version.author), kind.rawValue, local ? 1 : 0,
-                                       Int64(Date().timeIntervalSince1970)])
+                                       Int64(VaultClock.now().timeIntervalSince1970)])
         }
     }
 }

@@ -37,7 +37,7 @@ extension Keystore {
     public func appHeader(for name: AppObjectName, keyID: [UInt8]) throws(VaultError) -> ItemHeader {
         let itemID = name.itemID(keyID: keyID)
         if let current = try item(id: itemID) { return current.header }
-        return ItemHeader(itemID: itemID, keyID: keyID, createdAt: UInt64(Date().timeIntervalSince1970), type: .note,
+        return ItemHeader(itemID: itemID, keyID: keyID, createdAt: VaultClock.seconds(), type: .note,
                           passwordProtected: false, title: name.title, description: "")
     }
 

@@ -58,7 +58,7 @@ extension Keystore {
                     VALUES (?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [label.value, label.key, Data(card.agreementKey), Data(card.signingKey),
-                            address?.description, Int64(Date().timeIntervalSince1970)])
+                            address?.description, Int64(VaultClock.now().timeIntervalSince1970)])
             return try Peer(row: Row.fetchOne(db, sql: "SELECT * FROM peer WHERE label_key = ?", arguments: [label.key])!)
         }
     }

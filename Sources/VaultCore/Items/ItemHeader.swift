@@ -54,7 +54,7 @@ public struct ItemHeader: Equatable, Sendable {
         guard description.utf8.count <= Self.maximumDescription else {
             throw .invalidSecret("the description is longer than \(Self.maximumDescription) bytes")
         }
-        self.init(itemID: random.bytes(16), keyID: keyID, createdAt: UInt64(Date().timeIntervalSince1970), type: type,
+        self.init(itemID: random.bytes(16), keyID: keyID, createdAt: VaultClock.seconds(), type: type,
                   passwordProtected: passwordProtected, title: title, description: description)
     }
 

@@ -261,7 +261,7 @@ extension Keystore {
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: [Data(id), Data(header.keyID), Data(header.encoded()), Int64(size), Int64(streamLength),
-                        isNew ? 1 : 0, Int64(Date().timeIntervalSince1970), version.map { Int64($0.counter) },
+                        isNew ? 1 : 0, Int64(VaultClock.now().timeIntervalSince1970), version.map { Int64($0.counter) },
                         version.map { Data($0.author) }, unopened ? 1 : 0])
         try noteAppObject(header, db)
         return try StoredItem(row: Row.fetchOne(db, sql: "SELECT * FROM item WHERE id = ?", arguments: [Data(id)])!)

@@ -96,7 +96,7 @@ public final class Keystore: Sendable {
                         VALUES (1, ?, ?, ?, ?, ?, ?)
                         """,
                     arguments: [label.value, Data(identity.card.encoded), stored.format.rawValue, blob,
-                                Int64(Date().timeIntervalSince1970), lockout.stored.map { Data($0) }])
+                                Int64(VaultClock.now().timeIntervalSince1970), lockout.stored.map { Data($0) }])
             }
             try keystore.scrubJournal()
             return (keystore, keystore.finish(lockout))

@@ -107,7 +107,7 @@ extension Keystore {
         try write { db in
             try db.execute(sql: """
                 INSERT INTO release_log (secret_id, peer_key, peer_label, requester, at, decision, detail) VALUES (?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [Data(secretID), Data(peerKey), peerLabel, requester, Int64(Date().timeIntervalSince1970), decision.rawValue, detail])
+                """, arguments: [Data(secretID), Data(peerKey), peerLabel, requester, Int64(VaultClock.now().timeIntervalSince1970), decision.rawValue, detail])
         }
     }
 

@@ -338,7 +338,7 @@ extension Keystore {
         try db.execute(
             sql: "INSERT INTO secret (id, name, name_key, role, prefix, box, stored_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
             arguments: [Data(header.rowID), name?.value, name?.key, role.rawValue, Data(bundle.prefix), Data(bundle.box),
-                        Int64(Date().timeIntervalSince1970)])
+                        Int64(VaultClock.now().timeIntervalSince1970)])
         let final = pieceFile(header)
         if try markPending(final) { marked(final) }
         guard rename(bundle.path, final) == 0 else { throw VaultError.fileSystem(path: piecesDirectory, errno: errno) }

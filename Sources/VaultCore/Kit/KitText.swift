@@ -29,7 +29,7 @@ public struct KitContent {
 
     public init(header: BundleHeader, share: KitShare?, holderName: String, holderNames: [String], dealerName: String,
                 words: [Mnemonic], wordsRule: String, wordsGroupThreshold: Int, wordsPassphrase: Bool, noWordsReason: String?,
-                made: Date = Date()) {
+                made: Date = VaultClock.now()) {
         self.header = header
         self.share = share
         self.holderName = holderName

@@ -32,6 +32,24 @@ public struct GrayImage: Sendable {
         }
     }
 
+    /// The image at half its width and height, each pixel the mean of four: noise (a
+    /// photo's grain, a scanner's speckle) averages out where a QR reader lost a code to it.
+    public func halved() -> GrayImage {
+        let (w, h) = (width / 2, height / 2)
+        guard w > 0, h > 0 else { return self }
+        var out = [UInt8](repeating: 0, count: w * h)
+        pixels.withUnsafeBufferPointer { p in
+            for y in 0..<h {
+                let top = 2 * y * width, bottom = top + width
+                for x in 0..<w {
+                    let sum = Int(p[top + 2 * x]) + Int(p[top + 2 * x + 1]) + Int(p[bottom + 2 * x]) + Int(p[bottom + 2 * x + 1])
+                    out[y * w + x] = UInt8((sum + 2) / 4)
+                }
+            }
+        }
+        return GrayImage(width: w, height: h, pixels: out)
+    }
+
     /// The image as PNG bytes.
     public func png() throws(VaultError) -> [UInt8] {
         var output: UnsafeMutablePointer<UInt8>?

@@ -37,6 +37,15 @@ public enum QRScanner {
         }
     }
 
+    /// The payloads of every QR code in `image` or in it at half size, each once: for photos
+    /// and scans of paper, where grain or speckle can hide a code from one look that the
+    /// image with its noise averaged (``GrayImage/halved()``) shows.
+    public static func scanClosely(_ image: GrayImage) -> [[UInt8]] {
+        var payloads = scan(image)
+        for payload in scan(image.halved()) where !payloads.contains(payload) { payloads.append(payload) }
+        return payloads
+    }
+
     /// The payloads of every QR code in the image at `path`, as text (binary ones left out).
     public static func scanTexts(imageAt path: String) throws(VaultError) -> [String] {
         let payloads = scan(try GrayImage(contentsOf: path))

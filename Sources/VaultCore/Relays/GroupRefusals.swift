@@ -240,7 +240,7 @@ extension Keystore {
             WHERE (group_refused.reason != 'left' OR excluded.reason = 'left')
               AND (excluded.reason != 'damaged' OR group_refused.reason = 'damaged')
             """, arguments: [Data(refusal.group), Data(refusal.owner), Int64(clamping: refusal.version), refusal.reason.rawValue,
-                             refusal.relayURL, Data(refusal.relayCard.encoded), Int64(Date().timeIntervalSince1970)])
+                             refusal.relayURL, Data(refusal.relayCard.encoded), Int64(VaultClock.now().timeIntervalSince1970)])
     }
 
     private static func decline(_ row: Row) throws -> PendingDecline {

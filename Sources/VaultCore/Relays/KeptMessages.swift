@@ -11,7 +11,7 @@ extension Keystore {
         try write { db in
             try db.execute(sql: "INSERT OR IGNORE INTO message_kept (message_id, until_at) VALUES (?, ?)",
                            arguments: [Data(id), Int64(min(until, UInt64(Int64.max)))])
-            try db.execute(sql: "DELETE FROM message_kept WHERE until_at <= ?", arguments: [Int64(Date().timeIntervalSince1970)])
+            try db.execute(sql: "DELETE FROM message_kept WHERE until_at <= ?", arguments: [Int64(VaultClock.now().timeIntervalSince1970)])
         }
     }
 

@@ -61,7 +61,7 @@ public enum MessageDealer {
         let dataKey = random.secureBytes(32)
         let keyShares = Shamir.split(dataKey, threshold: k, count: n, random: random)
         let oneTimeKeys = (0..<n).map { _ in OneTimeKey(random: random) }
-        let now = UInt64(Date().timeIntervalSince1970)
+        let now = VaultClock.seconds()
         func header(index: Int, ciphertextLength: UInt64, commitments: [[UInt8]]) -> MessageHeader {
             MessageHeader(messageID: messageID, groupID: request.groupID, sender: sender.card, kind: request.kind, type: request.type,
                           createdAt: now, expiresAt: now + request.lifetime, deleteWhenConfirmed: request.deleteWhenConfirmed,

@@ -49,7 +49,7 @@ extension Keystore {
                 throw VaultError.duplicateRelay(label.value)
             }
             try db.execute(sql: "INSERT INTO relay (label, label_key, url, card, added_at) VALUES (?, ?, ?, ?, ?)",
-                           arguments: [label.value, label.key, url, Data(card.encoded), Int64(Date().timeIntervalSince1970)])
+                           arguments: [label.value, label.key, url, Data(card.encoded), Int64(VaultClock.now().timeIntervalSince1970)])
         }
     }
 
@@ -201,7 +201,7 @@ extension Keystore {
             try db.execute(sql: """
                 INSERT OR IGNORE INTO message_received (message_id, group_id, sender, sequence, received_at) VALUES (?, ?, ?, ?, ?)
                 """, arguments: [Data(header.messageID), Data(header.groupID), Data(header.sender.signingKey), Int64(sequence),
-                                 Int64(Date().timeIntervalSince1970)])
+                                 Int64(VaultClock.now().timeIntervalSince1970)])
             return db.changesCount == 1
         }
     }
@@ -212,7 +212,7 @@ extension Keystore {
         try write { db in
             try db.execute(sql: """
                 INSERT OR IGNORE INTO message_received (message_id, group_id, sender, sequence, received_at) VALUES (?, ?, ?, 0, ?)
-                """, arguments: [Data(header.messageID), Data(header.groupID), Data(header.sender.signingKey), Int64(Date().timeIntervalSince1970)])
+                """, arguments: [Data(header.messageID), Data(header.groupID), Data(header.sender.signingKey), Int64(VaultClock.now().timeIntervalSince1970)])
             return db.changesCount == 1
         }
     }
@@ -295,7 +295,7 @@ extension Keystore {
                 guard !received else { return false }
                 try db.execute(sql: """
                     INSERT OR IGNORE INTO message_closed (group_id, sender, sequence, closed_at) VALUES (?, ?, ?, ?)
-                    """, arguments: [Data(group), Data(sender), Int64(sequence), Int64(Date().timeIntervalSince1970)])
+                    """, arguments: [Data(group), Data(sender), Int64(sequence), Int64(VaultClock.now().timeIntervalSince1970)])
                 return db.changesCount == 1
             }
         }

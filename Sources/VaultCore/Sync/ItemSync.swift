@@ -217,7 +217,7 @@ extension Keystore {
             }
         }
         let change = ItemChange(keyID: keyID, itemID: itemID, counter: version.counter, author: author.card, operation: operation,
-                                createdAt: UInt64(Date().timeIntervalSince1970), supersedes: supersedes, contentLength: length,
+                                createdAt: VaultClock.seconds(), supersedes: supersedes, contentLength: length,
                                 contentHash: operation == .put ? hasher.finish() : [UInt8](repeating: 0, count: 32))
         try insert(change, record: change.signed(by: author), published: false, db)
         return change
@@ -283,7 +283,7 @@ extension Keystore {
     /// conflict copy, as on a machine that collected nothing. Returns how many items'
     /// histories were collected.
     @discardableResult
-    public func collectTombstones(keyID: [UInt8], now: Date = Date()) throws(VaultError) -> Int {
+    public func collectTombstones(keyID: [UInt8], now: Date = VaultClock.now()) throws(VaultError) -> Int {
         let cutoff = Int64(now.timeIntervalSince1970) - Int64(Self.tombstoneRetention)
         return try write { db in
             var collected = 0
@@ -391,7 +391,7 @@ extension Keystore {
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: [Data(change.itemID), Int64(change.version.counter), Data(change.version.author), Data(change.keyID),
-                        Int(change.operation.rawValue), Data(record), Int64(Date().timeIntervalSince1970), published ? 1 : 0])
+                        Int(change.operation.rawValue), Data(record), Int64(VaultClock.now().timeIntervalSince1970), published ? 1 : 0])
         // The clock counts past every version seen, so this machine's next change is later
         // than all of them (Lamport).
         try db.execute(sql: """

@@ -185,7 +185,7 @@ public enum ObjectMessage {
         try sealer.finish()
         try sealed.commit()
         let oneTime = OneTimeKey(random: random)
-        let now = UInt64(Date().timeIntervalSince1970)
+        let now = VaultClock.seconds()
         let header = ObjectHeader(messageID: random.bytes(16), groupID: request.groupID, sender: sender.card, kind: request.kind,
                                   keyID: request.keyID, createdAt: now, expiresAt: now + request.lifetime,
                                   deleteWhenConfirmed: request.deleteWhenConfirmed, senderKey: oneTime.publicKey,

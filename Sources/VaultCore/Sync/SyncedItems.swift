@@ -148,7 +148,7 @@ extension Keystore {
                 try db.execute(sql: """
                     INSERT INTO key_sync (key_id, group_id, lifetime, min_relays, since) VALUES (?, ?, ?, ?, ?)
                     ON CONFLICT (key_id) DO UPDATE SET group_id = excluded.group_id, lifetime = excluded.lifetime, min_relays = excluded.min_relays
-                    """, arguments: [Data(keyID), Data(groupID), Int64(lifetime), minimumRelays, Int64(Date().timeIntervalSince1970)])
+                    """, arguments: [Data(keyID), Data(groupID), Int64(lifetime), minimumRelays, Int64(VaultClock.now().timeIntervalSince1970)])
                 for item in items {
                     if let hashes = arriving[item.header.itemID] {
                         let hasher = SHA256Hasher()

@@ -72,7 +72,7 @@ public enum SecretDealer {
         // The prefix and box have a size known now; reserve them and fill them in at the end.
         func header(index: Int, ciphertextLength: UInt64, commitments: [[UInt8]], keys: [[UInt8]]) -> BundleHeader {
             BundleHeader(
-                secretID: secretID, createdAt: UInt64(Date().timeIntervalSince1970), type: request.type,
+                secretID: secretID, createdAt: VaultClock.seconds(), type: request.type,
                 description: request.description, threshold: k, count: n, holderIndex: index,
                 ciphertextLength: ciphertextLength, dealer: dealer.card, holderKey: holders[index - 1].card.agreementKey,
                 senderKey: oneTimeKeys[index - 1].publicKey, passwordProtected: request.password != nil, replaces: request.replaces,

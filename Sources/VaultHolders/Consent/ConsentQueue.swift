@@ -31,7 +31,7 @@ public final class ConsentQueue: @unchecked Sendable {
 
     /// Every request waiting for an answer, oldest first: and, for a dealer, the emergency
     /// requests its holders told of that it may still deny.
-    public func waiting(now: Date = Date()) -> [ReleaseApprovals.Request] {
+    public func waiting(now: Date = VaultClock.now()) -> [ReleaseApprovals.Request] {
         let relayed = ((try? keystore.holderRequests([.waiting], now: now)) ?? []).compactMap { Self.describe($0, keystore: keystore) }
         let watched = ((try? keystore.emergencyWatches()) ?? []).filter(\.isOpen).compactMap { Self.describe($0, keystore: keystore) }
         return (lan.waiting(now: now) + relayed + watched).sorted { $0.asked < $1.asked }
@@ -41,7 +41,7 @@ public final class ConsentQueue: @unchecked Sendable {
     /// The prefix must match one request of the queues together: one that matches a LAN
     /// request and a relay request decides neither. For a dealer's emergency request,
     /// denying cancels it at every holder, approving ends the waits.
-    public func decide(_ prefix: String, approve: Bool, now: Date = Date()) -> ReleaseApprovals.Request? {
+    public func decide(_ prefix: String, approve: Bool, now: Date = VaultClock.now()) -> ReleaseApprovals.Request? {
         let key = prefix.lowercased()
         let relayed = ((try? keystore.holderRequests([.waiting], now: now)) ?? []).contains { $0.id.hasPrefix(key) }
         let watched = ((try? keystore.emergencyWatches()) ?? []).contains { $0.isOpen && $0.id.hasPrefix(key) }

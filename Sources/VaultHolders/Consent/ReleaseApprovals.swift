@@ -101,7 +101,7 @@ public final class ReleaseApprovals: @unchecked Sendable {
 
     /// Where the request of `peer` (proved as `requester`) for `header`'s secret stands,
     /// recording it as new if it is.
-    package func stand(peer: Peer, header: BundleHeader, requester: Int, now: Date = Date()) -> Standing {
+    package func stand(peer: Peer, header: BundleHeader, requester: Int, now: Date = VaultClock.now()) -> Standing {
         let key = peer.card.agreementKey
         let (standing, created) = lock.withLock { () -> (Standing, Request?) in
             if let (id, entry) = entries.first(where: { $0.value.peerKey == key && $0.value.share == header.rowID }) {
@@ -149,7 +149,7 @@ public final class ReleaseApprovals: @unchecked Sendable {
     package func isOpen(peerKey: [UInt8], secretID: [UInt8]) -> Bool {
         // Only a request still waiting (and asked about), or answered and not yet told: a
         // lapsed one gives no way around the rate limit.
-        let now = Date()
+        let now = VaultClock.now()
         return lock.withLock {
             entries.values.contains {
                 $0.peerKey == peerKey && $0.secretID == secretID && ($0.state != .waiting || Self.isOpenForDecision($0, now: now))
@@ -167,14 +167,14 @@ public final class ReleaseApprovals: @unchecked Sendable {
     }
 
     /// The requests waiting for an answer, oldest first.
-    public func waiting(now: Date = Date()) -> [Request] {
+    public func waiting(now: Date = VaultClock.now()) -> [Request] {
         lock.withLock { entries.values.filter { Self.isOpenForDecision($0, now: now) }.map(\.request) }
             .sorted { $0.asked < $1.asked }
     }
 
     /// Approves or denies the waiting request whose id starts with `prefix` (at least 4 hex
     /// digits). Returns it, or nil when no single waiting request matches.
-    public func decide(_ prefix: String, approve: Bool, now: Date = Date()) -> Request? {
+    public func decide(_ prefix: String, approve: Bool, now: Date = VaultClock.now()) -> Request? {
         let prefix = prefix.lowercased()
         guard prefix.count >= 4 else { return nil }
         return lock.withLock { () -> Request? in

@@ -35,7 +35,7 @@ public struct EmergencyDecision: Equatable, Sendable {
 
     /// `identity`'s decision about `trustee`'s recovery of its secret `secretID`.
     public static func make(secretID: [UInt8], dealer identity: Identity, trustee: KeyCard, replyKey: [UInt8], approves: Bool,
-                            issued: UInt64 = UInt64(Date().timeIntervalSince1970)) -> EmergencyDecision {
+                            issued: UInt64 = VaultClock.seconds()) -> EmergencyDecision {
         signed(secretID: secretID, dealer: identity.card, trustee: trustee, replyKey: replyKey, approves: approves, issued: issued, by: identity)
     }
 

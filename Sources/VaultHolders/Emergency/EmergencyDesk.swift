@@ -25,7 +25,7 @@ public enum EmergencyDesk {
     /// LAN). Only the dealer it names may deliver it, signed by that dealer, for a share
     /// held here (or offered and waiting), and newer than the rule held.
     public static func take(rule: EmergencyRule, from sender: KeyCard, groupID: [UInt8], keystore: Keystore,
-                            now: Date = Date()) throws(VaultError) -> RuleIntake {
+                            now: Date = VaultClock.now()) throws(VaultError) -> RuleIntake {
         // Signed by the dealer it names (checked at parsing); delivered by that dealer too,
         // as its share is: a holder takes a rule from no one else.
         guard sender == rule.dealer else { return .refused("it was sent by someone other than the dealer it names") }
@@ -113,7 +113,7 @@ public enum EmergencyDesk {
     }
 
     /// Takes a dealer's decision that came from `sender`.
-    public static func take(decision: EmergencyDecision, from sender: KeyCard, keystore: Keystore, now: Date = Date()) throws(VaultError) -> DecisionIntake {
+    public static func take(decision: EmergencyDecision, from sender: KeyCard, keystore: Keystore, now: Date = VaultClock.now()) throws(VaultError) -> DecisionIntake {
         guard sender == decision.dealer else { return .refused("it was sent by someone other than the dealer it names") }
         guard try keystore.secrets().contains(where: { $0.header.rowID == decision.secretRow }) else {
             return .refused("this holder holds no share of that secret from that dealer")
@@ -138,7 +138,7 @@ public enum EmergencyDesk {
     /// Takes a holder's notice of an emergency request for one of this dealer's secrets.
     /// Nil when it changes nothing (told before); a check that fails throws.
     public static func take(notice: HolderRecord.Notice, from sender: KeyCard, keystore: Keystore, identity: Identity,
-                            now: Date = Date()) throws -> News? {
+                            now: Date = VaultClock.now()) throws -> News? {
         func fail(_ detail: String) -> VaultError { .malformed(what: "the emergency notice", detail: detail) }
         let request = notice.request
         guard request.dealer == identity.card else { throw fail("it is about another dealer's secret") }

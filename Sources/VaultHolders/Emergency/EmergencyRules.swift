@@ -65,14 +65,14 @@ extension Keystore {
 
     /// The time a new rule of the dealer's for `secretRow` is issued at: now, or just after
     /// the last one if the clock says otherwise, so that holders take it as the newer.
-    public func nextRuleIssued(secretRow: [UInt8], now: Date = Date()) throws(VaultError) -> UInt64 {
+    public func nextRuleIssued(secretRow: [UInt8], now: Date = VaultClock.now()) throws(VaultError) -> UInt64 {
         let clock = UInt64(now.timeIntervalSince1970)
         guard let last = try emergencyRule(secretRow: secretRow) else { return clock }
         return max(clock, last.rule.issued + 1)
     }
 
     /// Keeps `rule` as the secret's, with `role`, replacing what was kept.
-    public func setEmergencyRule(_ rule: EmergencyRule, role: StoredEmergencyRule.Role, now: Date = Date()) throws(VaultError) {
+    public func setEmergencyRule(_ rule: EmergencyRule, role: StoredEmergencyRule.Role, now: Date = VaultClock.now()) throws(VaultError) {
         try write { db in try Self.setEmergencyRule(rule, role: role, now: now, db) }
     }
 
@@ -86,7 +86,7 @@ extension Keystore {
 
     /// A holder's person took (`accept`) or declined the role of `rule`: recorded when
     /// `rule` is still the one offered; false when a newer rule replaced it.
-    public func decideRole(_ rule: EmergencyRule, accept: Bool, now: Date = Date()) throws(VaultError) -> Bool {
+    public func decideRole(_ rule: EmergencyRule, accept: Bool, now: Date = VaultClock.now()) throws(VaultError) -> Bool {
         try write { db in
             try db.execute(sql: "UPDATE emergency_rule SET role = ?, updated_at = ? WHERE secret_row = ? AND issued = ? AND role = 'offered'",
                            arguments: [accept ? "accepted" : "declined", Int64(now.timeIntervalSince1970), Data(rule.secretRow),
@@ -97,7 +97,7 @@ extension Keystore {
 
     /// Records where holder `holderKey`'s answer to the dealer's rule `issued` stands.
     public func setRole(secretRow: [UInt8], holderKey: [UInt8], label: String, issued: UInt64, state: EmergencyRole.State, via: String,
-                        now: Date = Date()) throws(VaultError) {
+                        now: Date = VaultClock.now()) throws(VaultError) {
         try write { db in
             try db.execute(sql: """
                 INSERT INTO emergency_role (secret_row, holder_key, holder_label, issued, state, via, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
@@ -111,7 +111,7 @@ extension Keystore {
     /// one set now, so an answer to an older rule (late, or replayed) changes nothing; and
     /// a late "waiting" never hides an answer given.
     public func answerRole(secretRow: [UInt8], holderKey: [UInt8], issued: UInt64, state: EmergencyRole.State,
-                           now: Date = Date()) throws(VaultError) -> Bool {
+                           now: Date = VaultClock.now()) throws(VaultError) -> Bool {
         try write { db in
             let settled = state == .waitingForConsent ? "AND state IN ('sent', 'not yet reached', 'waiting for consent')" : ""
             try db.execute(sql: """

@@ -12,7 +12,7 @@ extension Keystore {
     /// A denial always wins: one kept is never replaced by an approval, and an approval
     /// kept gives way to a denial. Returns the requests it decided; requests that ended
     /// before are told to the dealer again, so that it learns the decision came too late.
-    public func applyEmergencyDecision(_ decision: EmergencyDecision, keepUntil: UInt64, now: Date = Date()) throws(VaultError) -> [HolderRequest] {
+    public func applyEmergencyDecision(_ decision: EmergencyDecision, keepUntil: UInt64, now: Date = VaultClock.now()) throws(VaultError) -> [HolderRequest] {
         try write { db in
             let at = Int64(now.timeIntervalSince1970)
             let kept = try Data.fetchOne(db, sql: "SELECT record FROM emergency_decision WHERE reply_key = ?", arguments: [Data(decision.replyKey)])
@@ -100,7 +100,7 @@ extension Keystore {
     }
 
     /// The one waiting emergency request whose id starts with `prefix`, if any.
-    public func emergencyWait(matching prefix: String, now: Date = Date()) throws(VaultError) -> HolderRequest? {
+    public func emergencyWait(matching prefix: String, now: Date = VaultClock.now()) throws(VaultError) -> HolderRequest? {
         let prefix = prefix.lowercased()
         guard prefix.count >= 4, prefix.allSatisfy(\.isHexDigit) else { return nil }
         let matches = try holderRequests([.waiting], now: now).filter { $0.id.hasPrefix(prefix) }
@@ -109,7 +109,7 @@ extension Keystore {
     }
 
     /// Forgets dealer decisions past their time.
-    public func forgetOldEmergencyDecisions(now: Date = Date()) throws(VaultError) {
+    public func forgetOldEmergencyDecisions(now: Date = VaultClock.now()) throws(VaultError) {
         try write { db in
             try db.execute(sql: "DELETE FROM emergency_decision WHERE keep_until <= ?", arguments: [Int64(now.timeIntervalSince1970)])
         }

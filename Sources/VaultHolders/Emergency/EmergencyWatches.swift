@@ -76,7 +76,7 @@ extension Keystore {
     /// request for the dealer's secret at `secretRow`); returns the watch and whether the
     /// holder's state changed (a notice replayed changes nothing).
     public func noteEmergency(_ notice: HolderRecord.Notice, holder: KeyCard, holderLabel: String, trusteeLabel: String, secretRow: [UInt8],
-                              dealer: Identity, now: Date = Date()) throws(VaultError) -> (watch: EmergencyWatch, changed: Bool) {
+                              dealer: Identity, now: Date = VaultClock.now()) throws(VaultError) -> (watch: EmergencyWatch, changed: Bool) {
         let request = notice.request
         let state: EmergencyWatch.HolderState = switch notice.state {
         case .waiting: .waiting
@@ -126,7 +126,7 @@ extension Keystore {
     /// matches elsewhere. The decision is signed and sent by ``EmergencyWatch`` senders
     /// (`vault serve`'s watch, or the command itself), which hold the identity.
     public func decideEmergencyWatch(_ prefix: String, approve: Bool, unless matchesElsewhere: () -> Bool = { false },
-                                     now: Date = Date()) throws(VaultError) -> EmergencyWatch? {
+                                     now: Date = VaultClock.now()) throws(VaultError) -> EmergencyWatch? {
         let prefix = prefix.lowercased()
         guard prefix.count >= 4, prefix.allSatisfy(\.isHexDigit) else { return nil }
         return try write { db in
@@ -150,7 +150,7 @@ extension Keystore {
 
     /// Adds `holders` (key, label) that have not told of a watch's request: its decision goes
     /// to every holder of the secret.
-    func addUntoldHolders(replyKey: [UInt8], _ holders: [(key: [UInt8], label: String)], now: Date = Date()) throws(VaultError) {
+    func addUntoldHolders(replyKey: [UInt8], _ holders: [(key: [UInt8], label: String)], now: Date = VaultClock.now()) throws(VaultError) {
         try write { db in
             for holder in holders {
                 try db.execute(sql: """
@@ -169,7 +169,7 @@ extension Keystore {
     }
 
     /// Forgets watches past their time.
-    public func forgetOldWatches(now: Date = Date()) throws(VaultError) {
+    public func forgetOldWatches(now: Date = VaultClock.now()) throws(VaultError) {
         try write { db in
             try db.execute(sql: "DELETE FROM emergency_watch WHERE expires_at <= ?", arguments: [Int64(now.timeIntervalSince1970)])
         }

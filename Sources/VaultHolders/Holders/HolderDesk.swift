@@ -32,7 +32,7 @@ public enum HolderDesk {
 
     /// Takes a piece request that came from `sender` through `group`.
     public static func take(_ request: RelayPieceRequest, from sender: KeyCard, in group: GroupRecord, keystore: Keystore,
-                            identity: Identity, now: Date = Date()) throws(VaultError) -> Intake {
+                            identity: Identity, now: Date = VaultClock.now()) throws(VaultError) -> Intake {
         let clock = UInt64(now.timeIntervalSince1970)
         // Each check in turn, and the requester told which one failed.
         guard sender == request.requesterCard else { return .refused(.redirected) }
@@ -82,7 +82,7 @@ public enum HolderDesk {
     /// offers folder when queued, and is removed otherwise), from `sender` through `group`.
     /// An offer waits for the person as `vault secrets import` asks: nothing is kept before.
     public static func take(offer path: String, messageID: [UInt8], from sender: KeyCard, in group: GroupRecord, expires: UInt64,
-                            keystore: Keystore, identity: Identity, now: Date = Date()) throws -> Intake {
+                            keystore: Keystore, identity: Identity, now: Date = VaultClock.now()) throws -> Intake {
         var keep = false
         defer { if !keep { unlink(path) } }
         let named = (try? BundleHeader(bundleAt: path)).map { ($0.secretID, $0.holderIndex) } ?? ([UInt8](repeating: 0, count: 16), 1)

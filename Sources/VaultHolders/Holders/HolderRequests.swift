@@ -123,7 +123,7 @@ extension Keystore {
     public func addHolderRequest(nonce: [UInt8], kind: HolderRequest.Kind, groupID: [UInt8], peer: Peer, secretRow: [UInt8]?,
                                  record: [UInt8], state: HolderRequest.State = .waiting, expires: UInt64,
                                  releaseAt: UInt64? = nil, emergency: HolderRequest.Emergency? = nil,
-                                 now: Date = Date()) throws(VaultError) -> HolderIntake {
+                                 now: Date = VaultClock.now()) throws(VaultError) -> HolderIntake {
         try write { db in
             guard try Int.fetchOne(db, sql: "SELECT count(*) FROM holder_request WHERE nonce = ?", arguments: [Data(nonce)]) == 0 else {
                 return .replayed
@@ -175,7 +175,7 @@ extension Keystore {
     /// ``lapseExpiredRequests(now:)``; an emergency wait that ended still waits until
     /// ``releaseEndedWaits(endedBy:heardFrom:)``). Reads that changed state once let any
     /// listing release a wait before the dealer's denial, stored on the relays, was read.
-    public func holderRequests(_ states: [HolderRequest.State], now: Date = Date()) throws(VaultError) -> [HolderRequest] {
+    public func holderRequests(_ states: [HolderRequest.State], now: Date = VaultClock.now()) throws(VaultError) -> [HolderRequest] {
         try read { db in
             let marks = states.map { _ in "?" }.joined(separator: ", ")
             return try Row.fetchAll(db, sql: """
@@ -186,7 +186,7 @@ extension Keystore {
 
     /// The event "time ran out": waiting requests past their expiry become `expired`, to be
     /// answered so. Emergency waits expire a day after they release, never before.
-    public func lapseExpiredRequests(now: Date = Date()) throws(VaultError) {
+    public func lapseExpiredRequests(now: Date = VaultClock.now()) throws(VaultError) {
         try write { db in
             try db.execute(sql: "UPDATE holder_request SET state = 'expired' WHERE state = 'waiting' AND expires_at <= ?",
                            arguments: [Int64(now.timeIntervalSince1970)])
@@ -221,7 +221,7 @@ extension Keystore {
     /// request is never approved here: only its dealer ends the wait early (a holder that
     /// could would release behind the owner's back); it can be denied.
     public func decideHolderRequest(_ prefix: String, approve: Bool, unless matchesElsewhere: () -> Bool = { false },
-                                    now: Date = Date()) throws(VaultError) -> HolderRequest? {
+                                    now: Date = VaultClock.now()) throws(VaultError) -> HolderRequest? {
         let prefix = prefix.lowercased()
         guard prefix.count >= 4, prefix.allSatisfy(\.isHexDigit) else { return nil }
         return try write { db in
@@ -272,7 +272,7 @@ extension Keystore {
     /// Forgets requests a day past their expiry (the day leaves time to send a timed-out
     /// answer): a copy arriving later is refused as expired, without its nonce. Returns the
     /// bundle files of share offers never kept, to remove.
-    public func forgetExpiredHolderRequests(now: Date = Date()) throws(VaultError) -> [String] {
+    public func forgetExpiredHolderRequests(now: Date = VaultClock.now()) throws(VaultError) -> [String] {
         try write { db in
             let cutoff = Int64(now.timeIntervalSince1970) - 86_400
             let gone = try Row.fetchAll(db, sql: "SELECT * FROM holder_request WHERE expires_at <= ?", arguments: [cutoff]).map(HolderRequest.init)

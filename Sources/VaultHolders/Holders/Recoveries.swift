@@ -92,7 +92,7 @@ extension Keystore {
     /// Starts recovering (dealer, `secretID`) through relays, with a new reply key sealed
     /// for `identity`; an unexpired recovery under way is returned as it is.
     public func startRecovery(dealer: KeyCard, secretID: [UInt8], holdsShare: Bool, identity: Identity, lifetime: UInt64,
-                              now: Date = Date()) throws(VaultError) -> Recovery {
+                              now: Date = VaultClock.now()) throws(VaultError) -> Recovery {
         let row = BundleHeader.rowID(dealer: dealer, secretID: secretID)
         let key = ReplyKey()
         // One that expired, or was made as the other kind of requester (a share held since),
@@ -112,7 +112,7 @@ extension Keystore {
     }
 
     /// Records a request sent to a holder.
-    public func recordAsk(_ recovery: Recovery, nonce: [UInt8], holder: Peer, groupID: [UInt8], now: Date = Date()) throws(VaultError) {
+    public func recordAsk(_ recovery: Recovery, nonce: [UInt8], holder: Peer, groupID: [UInt8], now: Date = VaultClock.now()) throws(VaultError) {
         try write { db in
             try db.execute(sql: """
                 INSERT INTO recovery_ask (nonce, secret_row, holder_key, holder_label, group_id, state, updated_at)
@@ -135,7 +135,7 @@ extension Keystore {
     /// released, denied, timed out or refused, a later answer to the same request (a relay
     /// reordering them) changes nothing.
     public func updateAsk(nonce: [UInt8], state: Recovery.Ask.State, detail: String? = nil, until: UInt64? = nil, prefix: [UInt8]? = nil,
-                          piece: String? = nil, now: Date = Date()) throws(VaultError) {
+                          piece: String? = nil, now: Date = VaultClock.now()) throws(VaultError) {
         try write { db in
             try db.execute(sql: """
                 UPDATE recovery_ask SET state = ?, detail = ?, until_at = ?, prefix = ?, piece = ?, updated_at = ?
@@ -148,7 +148,7 @@ extension Keystore {
     /// Keeps a recovery until at least `until` (Unix seconds): a holder said its emergency
     /// wait ends then, and its piece must find the recovery under way. Bounded by the
     /// longest wait and a request's lifetime from now, whatever a holder says.
-    public func extendRecovery(secretRow: [UInt8], until: UInt64, now: Date = Date()) throws(VaultError) {
+    public func extendRecovery(secretRow: [UInt8], until: UInt64, now: Date = VaultClock.now()) throws(VaultError) {
         let bound = UInt64(now.timeIntervalSince1970) + EmergencyRule.longestWait + RelayPieceRequest.maximumLifetime
         try write { db in
             try db.execute(sql: "UPDATE recovery SET expires_at = max(expires_at, ?) WHERE secret_row = ?",
@@ -163,7 +163,7 @@ extension Keystore {
     }
 
     /// Ends every recovery that expired. Called by each pass that takes answers.
-    public func endExpiredRecoveries(now: Date = Date()) throws(VaultError) {
+    public func endExpiredRecoveries(now: Date = VaultClock.now()) throws(VaultError) {
         let files = try write { db in
             try Data.fetchAll(db, sql: "SELECT secret_row FROM recovery WHERE expires_at <= ?", arguments: [Int64(now.timeIntervalSince1970)])
                 .flatMap { try Self.end([UInt8]($0), db) }
@@ -179,7 +179,7 @@ extension Keystore {
                                         arguments: [Data(row)])
         // Its requests are remembered as long as one could still be answered (a request lives
         // at most a week), so that a late answer is said to be late, not taken for a stray.
-        let now = Int64(Date().timeIntervalSince1970)
+        let now = Int64(VaultClock.now().timeIntervalSince1970)
         try db.execute(sql: "DELETE FROM recovery_ended WHERE ended_at <= ?", arguments: [now - Int64(RelayPieceRequest.maximumLifetime) - 86_400])
         try db.execute(sql: """
             INSERT OR REPLACE INTO recovery_ended (nonce, holder_label, ended_at) SELECT nonce, holder_label, ? FROM recovery_ask WHERE secret_row = ?

@@ -24,7 +24,7 @@ public enum RecoveryDesk {
     /// the released piece starts. A released piece is checked here, before it counts: sealed
     /// to this request's reply key, from the holder asked, against the dealer's commitments.
     public static func take(answer nonce: [UInt8], outcome: PieceAnswer, prefix: [UInt8]?, piece: (path: String, offset: UInt64)?,
-                            from sender: KeyCard, keystore: Keystore, identity: Identity, now: Date = Date()) throws -> Taken {
+                            from sender: KeyCard, keystore: Keystore, identity: Identity, now: Date = VaultClock.now()) throws -> Taken {
         guard let (recovery, ask) = try keystore.ask(nonce: nonce) else {
             if let label = try keystore.endedAsk(nonce: nonce) { return .late(label: label) }
             return .refused("an answer to no request under way here (one that expired, an old answer replayed, or one for another requester)")

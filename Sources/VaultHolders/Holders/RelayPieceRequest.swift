@@ -59,7 +59,7 @@ public struct RelayPieceRequest: Equatable, Sendable {
     /// it; without, it comes from someone who holds no share. `lifetime` is cut to
     /// ``maximumLifetime``.
     public static func make(secretID: [UInt8], dealer: KeyCard, holder: KeyCard, own: StoredSecret?, identity: Identity, replyKey: [UInt8],
-                     lifetime: UInt64, now: UInt64 = UInt64(Date().timeIntervalSince1970),
+                     lifetime: UInt64, now: UInt64 = VaultClock.seconds(),
                      random: some RandomSource = SecureRandom()) throws(VaultError) -> RelayPieceRequest {
         let requester = own?.header.holderIndex ?? 0
         var request = RelayPieceRequest(secretID: secretID, dealer: dealer, holder: holder, requester: requester, requesterCard: identity.card,

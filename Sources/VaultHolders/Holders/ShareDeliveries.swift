@@ -30,7 +30,7 @@ public struct ShareDelivery: Sendable {
 extension Keystore {
     /// Records where holder `holder`'s share of the secret at `secretRow` stands.
     public func setDelivery(secretRow: [UInt8], holderKey: [UInt8], label: String, state: ShareDelivery.State, via: String,
-                            now: Date = Date()) throws(VaultError) {
+                            now: Date = VaultClock.now()) throws(VaultError) {
         try write { db in
             try db.execute(sql: """
                 INSERT INTO share_delivery (secret_row, holder_key, holder_label, state, via, updated_at) VALUES (?, ?, ?, ?, ?, ?)
@@ -41,7 +41,7 @@ extension Keystore {
 
     /// A holder's answer through relays: it changes a delivery that is under way only, so a
     /// late or replayed "waiting" never hides a "delivered".
-    public func answerDelivery(secretRow: [UInt8], holderKey: [UInt8], state: ShareDelivery.State, now: Date = Date()) throws(VaultError) -> Bool {
+    public func answerDelivery(secretRow: [UInt8], holderKey: [UInt8], state: ShareDelivery.State, now: Date = VaultClock.now()) throws(VaultError) -> Bool {
         try write { db in
             try db.execute(sql: """
                 UPDATE share_delivery SET state = ?, updated_at = ?

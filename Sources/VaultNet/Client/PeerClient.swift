@@ -112,7 +112,7 @@ public enum PeerClient {
             if deadline == nil {
                 // The holder's clock says when; ours bounds it, whatever the holder says: a
                 // lying holder cannot keep us forever.
-                let seconds = max(0, min(Int(NetLimits.approvalSeconds), Int(wait.until) - Int(Date().timeIntervalSince1970)))
+                let seconds = max(0, min(Int(NetLimits.approvalSeconds), Int(wait.until) - Int(VaultClock.seconds())))
                 waiting(wait.request, seconds)
                 deadline = Date().addingTimeInterval(NetLimits.approvalSeconds + 5)
             }

@@ -333,7 +333,7 @@ public final class PeerServer: @unchecked Sendable {
             switch approvals.stand(peer: peer, header: header, requester: request.requester) {
             case .waiting(let id, let seconds, _):
                 // The request's id and its time are fields: the requester reads them as such.
-                return try await channel.answer(.waiting(request: id, until: UInt64(Date().timeIntervalSince1970) + UInt64(max(0, seconds))))
+                return try await channel.answer(.waiting(request: id, until: VaultClock.seconds() + UInt64(max(0, seconds))))
             case .denied:
                 try keystore.recordRelease(secretID: header.secretID, peer: peer, requester: request.requester, decision: .denied)
                 log("did not release \(piece) to '\(peer.label)': denied")

@@ -10,7 +10,7 @@ public enum RelayInvites {
     /// returns its text, which is shown once and kept nowhere.
     public static func create(in location: RelayConfiguration.Store, uses: Int, lifetime: UInt64) async throws -> String {
         let (text, hash) = RelayInvite.make()
-        let now = UInt64(Date().timeIntervalSince1970)
+        let now = VaultClock.seconds()
         switch location {
         case .sqlite(let path):
             try await SQLiteRelayStore(path: path).addInvite(hash: hash, uses: uses, expires: now + lifetime, now: now)

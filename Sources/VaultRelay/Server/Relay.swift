@@ -73,7 +73,7 @@ final class Relay: Sendable {
         return try await store.isInvitedOwner(key)
     }
 
-    static func now() -> UInt64 { UInt64(Date().timeIntervalSince1970) }
+    static func now() -> UInt64 { VaultClock.seconds() }
 
     // MARK: Answers
 

@@ -199,7 +199,7 @@ extension Relay {
     /// PostgreSQL process grant its own. Once the allowance is spent, every attempt waits,
     /// right or wrong: that is what bounds online guessing of a link's password.
     private func link(_ id: [UInt8], holder secret: [UInt8], of hash: KeyPath<StoredLink, [UInt8]>, wrong: RelayFailure) async throws -> StoredLink {
-        let now = UInt64(Date().timeIntervalSince1970 * 1000)
+        let now = UInt64(VaultClock.now().timeIntervalSince1970 * 1000)
         switch try await store.spendAttempt(link: id, now: now, burst: LinkAPI.attemptBurst, interval: LinkAPI.attemptInterval) {
         case .spent: break
         case .exhausted: throw RelayFailure.rateLimited()

@@ -130,7 +130,7 @@ enum DateWords {
     /// hour away (a wait of seconds, as tests use).
     static func release(_ date: Date?) -> String {
         guard let date else { return "?" }
-        guard abs(date.timeIntervalSinceNow) < 3600 else { return short(date) }
+        guard abs(date.timeIntervalSince(VaultClock.now())) < 3600 else { return short(date) }
         let format = DateFormatter()
         format.dateFormat = "yyyy-MM-dd HH:mm:ss"
         return format.string(from: date)

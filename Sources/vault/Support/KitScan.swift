@@ -8,8 +8,8 @@ enum KitScan {
     /// Whether any of the images' codes is a kit's; the codes read, by image.
     static func codes(in images: [String]) throws -> [(image: String, codes: [[UInt8]])] {
         try images.map { image in
-            let payloads = QRScanner.scan(try GrayImage(contentsOf: image))
-            return (image, payloads)
+            // A kit is read from photos and scans of paper.
+            (image, QRScanner.scanClosely(try GrayImage(contentsOf: image)))
         }
     }
 

@@ -97,9 +97,11 @@ extension HoldersWorld {
         #expect(waiting.contains("dave asks for emergency access to 'passport' through "), "\(waiting)")
         #expect(waiting.contains("unless you deny"), "\(waiting)")
         #expect(Date().timeIntervalSince(start) < 30, "the wait ended before alice could look: the test machine is too slow")
+        #expect(!recovery.log.contains("piece received"), "a piece came before the wait ended: \(recovery.log)")
 
+        // The wait passes (the world's clock moves on), and the holders release on their own.
+        w.clock.advance(by: 30)
         #expect(recovery.wait() == 0, "\(recovery.log)")
-        #expect(Date().timeIntervalSince(start) >= 30, "a piece came before the wait ended")
         #expect(recovery.log.contains("passport 123"), "\(recovery.log)")
         #expect(recovery.log.contains("emergency access: released on"), "\(recovery.log)")
         #expect(recovery.log.contains("recovered note \(id.prefix(16)) from pieces 2, 3"), "\(recovery.log)")
@@ -124,6 +126,7 @@ extension HoldersWorld {
         let id = try w.shareWithEmergency("passport 123", wait: "60s")
         try w["alice"].ok("receive")
         let laptop = User("alice-laptop")
+        laptop.vault.environment.merge(w.clock.environment) { $1 }
         try FileManager.default.copyItem(atPath: w["alice"].vault.home, toPath: laptop.directory.file("home"))
         try w.serve("alice")
         try w.serve("bob")
@@ -131,8 +134,6 @@ extension HoldersWorld {
         let start = Date()
         #expect(try w.daveRecovers(id, ["--ttl", "1h"]).status == 75)
         for holder in ["bob", "carol"] { try w.serves[holder]!.waitFor("emergency request [0-9a-f]{8}: dave asks") }
-        // The holders' waits began when they took the request, by now.
-        let taken = Date()
         let shown = try w.serves["alice"]!.waitFor("emergency request ([0-9a-f]{8}): dave asks for emergency access to 'passport' through "
                                                    + "(bob|carol); released on [0-9: -]+ unless you deny")
 
@@ -148,8 +149,13 @@ extension HoldersWorld {
         for holder in ["bob", "carol"] { try w.serves[holder]!.waitFor("'alice' denied dave's emergency access: cancelled here") }
         #expect(Date().timeIntervalSince(start) < 60, "the wait ended before the denial: the test machine is too slow")
 
-        // Past the wait: nothing released, and nothing waits.
-        sleep(UInt32(max(0, 62 - Date().timeIntervalSince(taken))))
+        // Past the wait: nothing released (a release is sent within a tenth of a second of
+        // the clock's move, and shown at once), and nothing waits.
+        w.clock.advance(by: 62)
+        let released = try eventually(within: 3) {
+            try ["bob", "carol"].contains { try w[$0].ok("secrets", "show", id).contains("dave (index 0)  released") }
+        }
+        #expect(!released, "a holder released after its person's dealer denied")
         for holder in ["bob", "carol"] {
             let shown = try w[holder].ok("secrets", "show", id)
             #expect(shown.contains("dave (index 0)  denied by the dealer"), "\(shown)")
@@ -201,14 +207,19 @@ extension HoldersWorld {
     /// enough; carol's copy of the request waits for her person as any other would.
     @Test func aHolderThatDeclinesLeavesTheTrusteeShort() throws {
         let w = try HoldersWorld(["alice", "bob", "carol", "dave"])
-        let id = try w.shareWithEmergency("passport 123", wait: "6s", takes: ["bob": true, "carol": false])
+        let id = try w.shareWithEmergency("passport 123", wait: "1h", takes: ["bob": true, "carol": false])
         let answers = try w["alice"].vault.run("receive")
         #expect(answers.stderr.contains("'carol': emergency role declined"), "\(answers.stderr)")
         #expect(try w["alice"].ok("secrets", "show", id).contains("carol: role declined"))
         #expect(try w["carol"].ok("secrets", "show", id).contains("you declined the role"))
         try w.serve("bob")
         try w.serve("carol")
-        let recovery = try w.daveRecovers(id, ["--wait", "--timeout", "20"])
+        #expect(try w.daveRecovers(id, ["--ttl", "2h"]).status == 75)
+        try w.serves["bob"]!.waitFor("emergency request [0-9a-f]{8}: dave asks")
+        // The hour passes.
+        w.clock.advance(by: 3601)
+        try w.serves["bob"]!.waitFor("answered 'dave' about its emergency request")
+        let recovery = try w.daveRecovers(id)
         #expect(recovery.status == 75, "\(recovery.stderr)")
         #expect(recovery.stderr.contains("bob: piece received"), "\(recovery.stderr)")
         #expect(!recovery.stdout.contains("passport 123"))
@@ -320,7 +331,8 @@ extension HoldersWorld {
         let request = try w.request(at: "alice", containing: "dave asks for emergency access")
         try w["alice"].ok("deny", request)
         try w.serves["bob"]!.waitFor("'alice' denied dave's emergency access: cancelled here")
-        try w.serves["carol"]!.waitFor("answered 'dave' about its emergency request", timeout: 90)
+        w.clock.advance(by: 60)
+        try w.serves["carol"]!.waitFor("answered 'dave' about its emergency request")
         #expect(try w["carol"].ok("secrets", "show", id).contains("dave (index 0)  released after the emergency wait"))
         #expect(try w["bob"].ok("secrets", "show", id).contains("dave (index 0)  denied by the dealer"))
 

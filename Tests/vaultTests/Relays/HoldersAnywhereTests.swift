@@ -11,6 +11,8 @@ import VaultTestSupport
 /// address, and their serves (where they run) listen on loopback without announcing.
 final class HoldersWorld {
     let directory = TemporaryDirectory("vault-holders")
+    /// Every process here reads this clock: a wait passes with `clock.advance(by:)`.
+    let clock = TestClock()
     var relays: [BackgroundProcess] = []
     var urls: [String] = []
     var users: [String: User] = [:]
@@ -30,7 +32,7 @@ final class HoldersWorld {
                              "--store", "sqlite:" + directory.file("r\(i).db")]
             if inCities { arguments += ["--group-owners", "anyone"] }
             let (executable, all) = cities.map { $0.servers.wrap(VaultBinary.path, arguments) } ?? (VaultBinary.path, arguments)
-            let relay = try BackgroundProcess(executable, all, environment: [:], logPath: directory.file("r\(i).log"))
+            let relay = try BackgroundProcess(executable, all, environment: clock.environment, logPath: directory.file("r\(i).log"))
             urls.append(try relay.waitFor("listening on (http://[0-9.:]+)"))
             relays.append(relay)
         }
@@ -50,6 +52,7 @@ final class HoldersWorld {
     /// A new person who trusts, and is trusted by, everyone here, and pins the relays.
     func add(_ label: String) throws {
         let user = User(label)
+        user.vault.environment.merge(clock.environment) { $1 }
         if let cities { user.vault.launcher = cities.hosts[users.count].wrap }
         _ = try user.initialize(label)
         for (other, known) in users {
@@ -357,14 +360,12 @@ final class HoldersWorld {
     @Test func requestsExpireAndRemovedMembersCannotAsk() throws {
         let w = try HoldersWorld(["alice", "bob", "carol"])
         let id = try w.share("the boat leaves at six", with: ["bob", "carol"])
-        // Long enough for bob to see it on a loaded machine; it is made during alice's run,
-        // so it has surely expired 21 s after that run ends.
+        // Made during alice's run: it has surely expired when the world's clock is 21 s on.
         let first = try w["alice"].vault.run(["recover", id, "--ttl", "20s"])
-        let asked = Date()
         #expect(first.status == 75, "\(first.stderr)")
         // Bob sees it while it lives, and does not answer.
         #expect(try w["bob"].vault.run("receive").stderr.contains("'alice' asks for piece 2"))
-        sleep(UInt32(max(0, 21 - Date().timeIntervalSince(asked))))
+        w.clock.advance(by: 21)
         let atBob = try w["bob"].vault.run("receive")
         #expect(atBob.stderr.contains("answered 'alice' about its piece request"), "\(atBob.stderr)")
         #expect(try w["bob"].ok("requests").isEmpty)

@@ -16,13 +16,16 @@ final class PostgresWorld {
     var front: BackgroundProcess, back: BackgroundProcess, other: BackgroundProcess
     let frontURL: String, backURL: String, otherURL: String
     let alice = User("alice"), bob = User("bob")
+    /// The clock of the relays and of alice's and bob's commands.
+    let clock = TestClock()
 
     /// `options`: more `vault relay serve` options for both PostgreSQL processes.
     init(options: [String] = []) throws {
         cluster = try PostgresCluster()
-        (front, frontURL) = try Self.relay(["--store", cluster.url] + options, log: directory.file("front.log"))
-        (back, backURL) = try Self.relay(["--store", cluster.url] + options, log: directory.file("back.log"))
-        (other, otherURL) = try Self.relay(["--store", "sqlite:" + directory.file("other.db")], log: directory.file("other.log"))
+        (front, frontURL) = try Self.relay(["--store", cluster.url] + options, clock: clock, log: directory.file("front.log"))
+        (back, backURL) = try Self.relay(["--store", cluster.url] + options, clock: clock, log: directory.file("back.log"))
+        (other, otherURL) = try Self.relay(["--store", "sqlite:" + directory.file("other.db")], clock: clock, log: directory.file("other.log"))
+        for user in [alice, bob] { user.vault.environment.merge(clock.environment) { $1 } }
         try alice.initialize("alice")
         try bob.initialize("bob")
         try alice.ok("peer", "add", try bob.card(), "--label", "bob", "--yes")
@@ -40,9 +43,9 @@ final class PostgresWorld {
     deinit { for relay in [front, back, other] { relay.stop(SIGKILL) } }
 
     /// A relay sweeping every second, and its URL.
-    private static func relay(_ store: [String], log: String) throws -> (BackgroundProcess, String) {
+    private static func relay(_ store: [String], clock: TestClock, log: String) throws -> (BackgroundProcess, String) {
         let relay = try BackgroundProcess(VaultBinary.path, ["relay", "serve", "--listen", "127.0.0.1:0", "--sweep-interval", "1"] + store,
-                                          environment: [:], logPath: log)
+                                          environment: clock.environment, logPath: log)
         try relay.waitFor("fingerprint ", timeout: 60)
         let line = relay.log.split(separator: "\n").first { $0.contains("listening on ") } ?? ""
         return (relay, String(line.split(separator: " ").last ?? ""))
@@ -93,24 +96,18 @@ final class PostgresWorld {
     /// every second) delete its rows.
     @Test func expiryHoldsWithBothRunning() async throws {
         let world = try PostgresWorld()
-        // Long enough to be counted before a sweeper (each runs every second) may take it,
-        // on a loaded machine; made during the send, it has expired 13 s after the send ended.
-        let clock = ContinuousClock()
+        // Made during the send, it has expired once the relays' clock is 13 s on; the
+        // sweepers (each every second) then take it.
         let id = try world.alice.ok("send", "--group", "team", "--ttl", "12s", "-", stdin: "brief").trimmingCharacters(in: .newlines)
-        let sent = clock.now
         #expect(try world.cluster.sql("SELECT count(*) FROM relay_messages") == "1")
-        try await Task.sleep(until: sent + .seconds(13), clock: clock)
+        world.clock.advance(by: 13)
         for url in [world.frontURL, world.backURL] {
             let (_, list, _) = try await world.bobGet(url, "/v1/messages")
             #expect(!String(decoding: list, as: UTF8.self).contains(id))
         }
-        var rows = ""
-        for _ in 0..<50 {
-            rows = try world.cluster.sql("SELECT (SELECT count(*) FROM relay_messages) + (SELECT count(*) FROM relay_chunks)")
-            if rows == "0" { break }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        #expect(rows == "0")
+        #expect(try eventually(within: 5) {
+            try world.cluster.sql("SELECT (SELECT count(*) FROM relay_messages) + (SELECT count(*) FROM relay_chunks)") == "0"
+        })
         #expect(try world.bob.vault.run(["receive"]).stderr.contains("no new messages"))
         // Both still up.
         #expect(try await world.bobGet(world.frontURL, "/v1/groups").0 == 200)
@@ -247,12 +244,7 @@ final class PostgresWorld {
         // Before the wait's own end too, where it would list the message anyway.
         #expect(hidden.answered(after: cut)! < 15 && hidden.elapsed! < 29, "answered \(hidden.answered(after: cut)!) s after the cut, \(hidden.elapsed!) s into its wait")
 
-        var tries = 0
-        while try world.cluster.sql(listening) != "2", tries < 100 {
-            Thread.sleep(forTimeInterval: 0.1)
-            tries += 1
-        }
-        #expect(try world.cluster.sql(listening) == "2")
+        #expect(try eventually(within: 10) { try world.cluster.sql(listening) == "2" })
         let next = try back.ask(bob, "/v1/messages?after=\(last)&wait=30")
         Thread.sleep(forTimeInterval: 1)
         #expect(next.elapsed == nil)
@@ -275,13 +267,9 @@ final class PostgresWorld {
         let line = second.log.split(separator: "\n").first { $0.contains("listening on ") } ?? ""
         try await LinkTests.race(world, urls: [world.url, String(line.split(separator: " ").last ?? "")])
         // The row goes once the one view is served, which ends just after the reader has it.
-        var rows = ""
-        for _ in 0..<50 {
-            rows = try cluster.sql("SELECT (SELECT count(*) FROM relay_links) + (SELECT count(*) FROM relay_link_chunks)")
-            if rows == "0" { break }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        #expect(rows == "0")
+        #expect(try eventually(within: 5) {
+            try cluster.sql("SELECT (SELECT count(*) FROM relay_links) + (SELECT count(*) FROM relay_link_chunks)") == "0"
+        })
     }
 
     /// A list's work is bounded by what waits for the caller, whatever the planner believes.

@@ -15,12 +15,15 @@ final class RelayWorld {
     var relays: [BackgroundProcess] = []
     var urls: [String] = []
     let alice = User("alice"), bob = User("bob")
+    /// The clock of the relays and of alice's and bob's commands.
+    let clock = TestClock()
     /// More `vault relay serve` options for relay i (1-based), e.g. a small --max-message;
     /// a restart takes them as they are then.
     var relayOptions: [Int: [String]]
 
     init(relayOptions: [Int: [String]] = [:]) throws {
         self.relayOptions = relayOptions
+        for user in [alice, bob] { user.vault.environment.merge(clock.environment) { $1 } }
         for i in 1...3 {
             let relay = try start(i, listen: "127.0.0.1:0")
             let line = relay.log.split(separator: "\n").first { $0.contains("listening on ") } ?? ""
@@ -46,7 +49,7 @@ final class RelayWorld {
     private func start(_ i: Int, listen: String) throws -> BackgroundProcess {
         let relay = try BackgroundProcess(VaultBinary.path, ["relay", "serve", "--listen", listen, "--sweep-interval", "3600",
                                                              "--store", "sqlite:" + directory.file("r\(i).db")] + (relayOptions[i] ?? []),
-                                          environment: [:], logPath: directory.file("r\(i)-\(relays.count).log"))
+                                          environment: clock.environment, logPath: directory.file("r\(i)-\(relays.count).log"))
         _ = try relay.waitFor("fingerprint ")
         return relay
     }
@@ -469,12 +472,9 @@ final class RelayWorld {
     /// versions) is asked for again.
     @Test func aGapTheSenderCannotFillIsClosedOnBothSides() async throws {
         let world = try RelayWorld()
-        // Long enough for every relay to take it on a loaded machine (a relay refuses one
-        // expired already), and gone before the next: made during the send, it has expired
-        // 11 s after the send ended.
-        let clock = ContinuousClock()
+        // Made during the send, it has expired once the world's clock is 11 s on.
         try world.alice.ok("send", "--group", "team", "--ttl", "10s", "-", stdin: "brief")
-        try await Task.sleep(until: clock.now + .seconds(11), clock: clock)
+        world.clock.advance(by: 11)
         try world.alice.ok("send", "--group", "team", "-", stdin: "second")
         let first = try world.bob.vault.run(["receive"])
         #expect(first.stdout == "second", "\(first.stderr)")
@@ -528,11 +528,9 @@ final class RelayWorld {
     /// relay's clock passes it while its row is still there) and after (the row is gone).
     @Test func aMessagePastItsTTLIsNeverServed() async throws {
         let world = try RelayWorld()
-        // Long enough for every relay to take it on a loaded machine (a relay refuses one
-        // expired already); made during the send, it has expired 11 s after the send ended.
-        let clock = ContinuousClock()
+        // Made during the send, it has expired once the world's clock is 11 s on.
         let id = try world.alice.ok("send", "--group", "team", "--ttl", "10s", "-", stdin: "brief").trimmingCharacters(in: .newlines)
-        try await Task.sleep(until: clock.now + .seconds(11), clock: clock)
+        world.clock.advance(by: 11)
         for i in 1...3 {
             let rows = try await world.database(i).read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM messages") }
             #expect(rows == 1, "the sweeper ran before this check could test the read path")

@@ -87,9 +87,7 @@ import VaultTestSupport
         func fourWaiting(_ target: String) throws -> [PendingAnswer] {
             let nonces = try world.nonceCount(1)
             let lists = try (0..<4).map { _ in try r1.ask(bob, target) }
-            for _ in 0..<100 where try world.nonceCount(1) < nonces + 4 {
-                Thread.sleep(forTimeInterval: 0.1)
-            }
+            _ = try eventually(within: 10) { try world.nonceCount(1) >= nonces + 4 }
             Thread.sleep(forTimeInterval: 0.5)
             return lists
         }
@@ -130,8 +128,9 @@ import VaultTestSupport
         }
         #expect(held, "the hung-up lists still hold their slots")
 
+        let taken = try world.nonceCount(1)
         let stopped = try r1.ask(bob, "/v1/messages?after=\(last)&wait=30")
-        Thread.sleep(forTimeInterval: 1)
+        #expect(try eventually(within: 10) { try world.nonceCount(1) > taken }, "the relay never took the list in")
         let start = ProcessInfo.processInfo.systemUptime
         #expect(world.relays[0].stop(SIGTERM) == 0)
         #expect(ProcessInfo.processInfo.systemUptime - start < 10, "the relay took \(ProcessInfo.processInfo.systemUptime - start) s to stop")
@@ -154,9 +153,7 @@ import VaultTestSupport
             let lists = try (0..<4).map { _ in try r1.ask(bob, "/v1/messages?wait=30") }
             // Taken in (each nonce is stored as its signature checks out, just before the
             // list waits), and time for a refusal's answer to come.
-            for _ in 0..<100 where try world.nonceCount(1) < nonces + 4 {
-                Thread.sleep(forTimeInterval: 0.05)
-            }
+            _ = try eventually(within: 5, every: 0.05) { try world.nonceCount(1) >= nonces + 4 }
             Thread.sleep(forTimeInterval: 0.3)
             answeredAtOnce.append(lists.filter { $0.elapsed != nil }.count)
             for list in lists { list.hangUp() }

@@ -21,10 +21,11 @@ import VaultTestSupport
     /// quality 50 (cjpeg, an encoder independent of ours).
     static func degrade(_ png: String, into directory: TemporaryDirectory) throws -> String {
         let image = try GrayImage(contentsOf: png)
-        var generator = SystemRandomNumberGenerator()
-        let pixels = image.pixels.map { value -> UInt8 in
+        // Seeded by the page's name: a page that fails to read fails again.
+        let noise = SeededRandom(seed: URL(fileURLWithPath: png).lastPathComponent).bytes(image.pixels.count)
+        let pixels = zip(image.pixels, noise).map { value, byte -> UInt8 in
             let toned = 40 + Int(value) * 170 / 255
-            return UInt8(max(0, min(255, toned + Int.random(in: -28...28, using: &generator))))
+            return UInt8(max(0, min(255, toned + Int(byte) * 57 / 256 - 28)))
         }
         let pgm = try directory.write(URL(fileURLWithPath: png).lastPathComponent + ".pgm",
                                       Array("P5\n\(image.width) \(image.height)\n255\n".utf8) + pixels)

@@ -85,7 +85,7 @@ struct LinkCreate: AsyncParsableCommand {
         let created = try await LinkClient.create(&source, meta: meta, relay: pinned, lifetime: lifetime, views: views, password: secret,
                                                   signer: signer, home: keystore.home)
         try keystore.keepLink(KeptLink(id: created.id, relayURL: pinned.url, relayLabel: pinned.label.value, kind: kind.rawValue,
-                                       size: created.size, views: views, createdAt: UInt64(Date().timeIntervalSince1970),
+                                       size: created.size, views: views, createdAt: VaultClock.seconds(),
                                        expiresAt: created.expires, deleteToken: created.deleteToken))
         print(created.text)
         if qr { print(try QRCode(text: created.text).terminalText(color: Terminal.stdoutWantsColor), terminator: "") }
@@ -212,7 +212,7 @@ struct LinkList: AsyncParsableCommand {
 
     func run() async throws {
         let keystore = try home.openKeystore()
-        let links = try keystore.keptLinks(now: UInt64(Date().timeIntervalSince1970))
+        let links = try keystore.keptLinks(now: VaultClock.seconds())
         guard !links.isEmpty else {
             Terminal.standardError("no links; 'vault link create' makes one")
             return
@@ -268,7 +268,7 @@ struct LinkRemove: AsyncParsableCommand {
         } else {
             throw CLIError.unavailable("'\(TerminalText.escaped(link))' is not a link id", hint: "see: vault link list")
         }
-        guard let kept = try keystore.keptLinks(now: UInt64(Date().timeIntervalSince1970)).first(where: { $0.id == id }) else {
+        guard let kept = try keystore.keptLinks(now: VaultClock.seconds()).first(where: { $0.id == id }) else {
             throw CLIError.unavailable("no link of yours has that id, or it expired", hint: "see: vault link list")
         }
         let shown = Base64URL.encode(id)

@@ -111,7 +111,7 @@ struct RelayCheck: AsyncParsableCommand {
                     throw RelayError(relay: relay.label.value, code: "forged",
                                      words: "it shows another card than the pinned one (fingerprint \(card.fingerprint))")
                 }
-                let skew = Int64(bitPattern: info.time &- UInt64(Date().timeIntervalSince1970))
+                let skew = Int64(bitPattern: info.time &- VaultClock.seconds())
                 print("\(relay.label)\tok\t\(relay.card.fingerprint)\tclock skew \(skew) s")
             } catch {
                 failed += 1

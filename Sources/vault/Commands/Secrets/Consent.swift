@@ -45,7 +45,7 @@ struct Requests: AsyncParsableCommand {
         let time = DateFormatter()
         time.dateFormat = "HH:mm:ss"
         for request in requests {
-            let left = max(0, Int(request.expires.timeIntervalSinceNow))
+            let left = max(0, Int(request.expires.timeIntervalSince(VaultClock.now())))
             // An emergency request's line says when it releases: nothing expires.
             let tail = request.releaseAt != nil ? "" : "  " + (left > 3600 ? "until \(DateWords.short(request.expires))" : "\(left) s left")
             print("\(request.id)  \(time.string(from: request.asked))  \(RequestWords.summary(request))" + tail)
