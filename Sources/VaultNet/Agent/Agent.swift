@@ -72,7 +72,7 @@ public final class KeyAgent: @unchecked Sendable {
             unlink(path)
         }
         let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .bind(unixDomainSocketPath: path) { SecureChannel.configure($0) }
+            .bind(unixDomainSocketPath: path, childChannelInitializer: SecureChannel.accepted)
         chmod(path, 0o600)
         ready()
         let sweeper = Task {
@@ -86,17 +86,7 @@ public final class KeyAgent: @unchecked Sendable {
             lock.withLock { keys.removeAll() }
             unlink(path)
         }
-        try await withTaskCancellationHandler {
-            try await withThrowingDiscardingTaskGroup { group in
-                try await server.executeThenClose { connections in
-                    for try await connection in connections {
-                        group.addTask { await self.serve(connection) }
-                    }
-                }
-            }
-        } onCancel: {
-            server.channel.close(promise: nil)
-        }
+        try await AcceptLoop.run(server) { channel in { await self.serve(channel) } }
     }
 
     private func expire() {
@@ -109,15 +99,24 @@ public final class KeyAgent: @unchecked Sendable {
         for keyID in gone { log("agent: key \(keyID.hex.prefix(16)) locked (its time ran out)") }
     }
 
-    private func serve(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async {
+    private func serve(_ channel: Channel) async {
         do {
-            let credentials: PeerCredentials = try await (connection.channel as! SocketOptionProvider)
-                .unsafeGetSocketOption(level: .socket, name: .init(rawValue: SO_PEERCRED)).get()
+            // Who connected is asked before the connection is wrapped for async use: one
+            // refused, or whose question fails, is closed as a plain channel.
+            let credentials: PeerCredentials
+            do {
+                credentials = try await (channel as! SocketOptionProvider)
+                    .unsafeGetSocketOption(level: .socket, name: .init(rawValue: SO_PEERCRED)).get()
+            } catch {
+                channel.close(promise: nil)
+                throw error
+            }
             guard credentials.uid == getuid() else {
                 log("agent: refused a connection from uid \(credentials.uid)")
-                try await connection.channel.close()
+                try await channel.close()
                 return
             }
+            let connection = try await SecureChannel.adopt(channel)
             try await connection.executeThenClose { inbound, outbound in
                 for try await request in inbound {
                     // Requests carry keys (unlock) and answers item keys (derive): both arrays
@@ -136,6 +135,7 @@ public final class KeyAgent: @unchecked Sendable {
                 }
             }
         } catch {
+            channel.close(promise: nil)  // closed already, unless it could not be adopted
             log("agent: a connection ended: \(NetError.words(for: error))")
         }
     }

@@ -26,13 +26,38 @@ public final class SecureChannel {
     /// The pipeline under every connection: idle timeout, then length-prefixed frames.
     static func configure(_ channel: Channel) -> EventLoopFuture<NIOAsyncChannel<ByteBuffer, ByteBuffer>> {
         channel.eventLoop.makeCompletedFuture {
-            let sync = channel.pipeline.syncOperations
-            try sync.addHandler(IdleStateHandler(readTimeout: .seconds(NetLimits.idleSeconds)), name: idleHandlers[0])
-            try sync.addHandler(IdleCloser(), name: idleHandlers[1])
-            try sync.addHandler(ByteToMessageHandler(FrameDecoder()))
-            try sync.addHandler(MessageToByteHandler(FrameEncoder()))
+            try addFraming(channel)
             return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
         }
+    }
+
+    /// The child initializer of a server's bind: the pipeline, but no async wrapper yet, and
+    /// nothing read until there is one (``adopt(_:)``). NIO hands accepted connections over
+    /// through a buffer, and a wrapper dropped from it traps the process (``AcceptLoop``).
+    @Sendable static func accepted(_ channel: Channel) -> EventLoopFuture<Channel> {
+        channel.eventLoop.makeCompletedFuture {
+            try addFraming(channel)
+            try channel.syncOptions?.setOption(.autoRead, value: false)
+            return channel
+        }
+    }
+
+    /// The async wrapper of a connection a server accepted (``accepted(_:)``), made in the
+    /// task that serves it, right before its `executeThenClose`; then it reads.
+    static func adopt(_ channel: Channel) async throws -> NIOAsyncChannel<ByteBuffer, ByteBuffer> {
+        try await channel.eventLoop.submit {
+            let connection = try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+            try channel.syncOptions?.setOption(.autoRead, value: true)
+            return connection
+        }.get()
+    }
+
+    private static func addFraming(_ channel: Channel) throws {
+        let sync = channel.pipeline.syncOperations
+        try sync.addHandler(IdleStateHandler(readTimeout: .seconds(NetLimits.idleSeconds)), name: idleHandlers[0])
+        try sync.addHandler(IdleCloser(), name: idleHandlers[1])
+        try sync.addHandler(ByteToMessageHandler(FrameDecoder()))
+        try sync.addHandler(MessageToByteHandler(FrameEncoder()))
     }
 
     private static let idleHandlers = ["vault-idle-state", "vault-idle-closer"]

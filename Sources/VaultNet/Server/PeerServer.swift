@@ -62,37 +62,30 @@ public final class PeerServer: @unchecked Sendable {
         let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .bind(host: host, port: port) { SecureChannel.configure($0) }
+            .bind(host: host, port: port, childChannelInitializer: SecureChannel.accepted)
         // The window opens when the server listens, as `vault serve` announces it: not when
         // it was configured, however long binding took.
         pairingLock.withLock { pairingOpened = Date() }
         ready(server.channel.localAddress?.port ?? port)
-        try await withTaskCancellationHandler {
-            try await withThrowingDiscardingTaskGroup { group in
-                try await server.executeThenClose { connections in
-                    for try await connection in connections {
-                        let (ticket, evicted) = slots.admit(connection.channel)
-                        let from = connection.channel.remoteAddress?.description ?? "?"
-                        if evicted {
-                            throttled.note("evicted", "closed the oldest of \(NetLimits.handshakingConnections) connections still in their handshake, to admit a new one")
-                        }
-                        group.addTask {
-                            do {
-                                try await self.handle(connection, ticket: ticket)
-                                self.slots.release(ticket)
-                            } catch {
-                                if self.slots.release(ticket) {
-                                    self.log("connection from \(from) ended: \(NetError.words(for: error))")
-                                } else {
-                                    self.throttled.note("handshake", "connection from \(from) ended before its handshake completed: \(NetError.words(for: error))")
-                                }
-                            }
-                        }
+        try await AcceptLoop.run(server) { channel in
+            let (ticket, evicted) = self.slots.admit(channel)
+            let from = channel.remoteAddress?.description ?? "?"
+            if evicted {
+                self.throttled.note("evicted", "closed the oldest of \(NetLimits.handshakingConnections) connections still in their handshake, to admit a new one")
+            }
+            return {
+                do {
+                    try await self.handle(try await SecureChannel.adopt(channel), ticket: ticket)
+                    self.slots.release(ticket)
+                } catch {
+                    channel.close(promise: nil)  // closed already, unless it could not be adopted
+                    if self.slots.release(ticket) {
+                        self.log("connection from \(from) ended: \(NetError.words(for: error))")
+                    } else {
+                        self.throttled.note("handshake", "connection from \(from) ended before its handshake completed: \(NetError.words(for: error))")
                     }
                 }
             }
-        } onCancel: {
-            server.channel.close(promise: nil)
         }
     }
 

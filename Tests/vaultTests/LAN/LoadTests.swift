@@ -65,4 +65,27 @@ import VaultTestSupport
         #expect(server.log.split(separator: "\n").count < 400, "\(server.log.suffix(2000))")
         #expect(server.log.contains("more like it before"))
     }
+
+    /// A serve stopped while connections pour in stops cleanly. NIO hands accepted
+    /// connections over through a buffer; stopping once dropped that buffer, and a
+    /// connection dropped unclosed trapped the process ("Deinited NIOAsyncWriter without
+    /// calling finish()"), as vault-bench's LAN bench did under load.
+    @Test func aServeStoppedDuringABurstOfConnectionsExitsCleanly() throws {
+        let bob = User("bob")
+        try bob.initialize("bob")
+        for round in 0..<3 {
+            let serve = try bob.vault.background(["serve", "--listen", "127.0.0.1", "--port", "0", "--no-mdns"],
+                                                 log: bob.directory.file("serve-\(round).log"))
+            let port = Int(try serve.waitFor("listening on 127\\.0\\.0\\.1:(\\d+)"))!
+            try serve.waitFor("agent listening on")
+            let sockets = (0..<300).map { i in
+                if i == 150 { kill(serve.pid, SIGTERM) }
+                return (try? LoopbackHTTP.connect(port: port, from: "127.0.3.\(1 + i % 50)")) ?? -1
+            }
+            let status = serve.wait()
+            for socket in sockets where socket >= 0 { close(socket) }
+            #expect(status == 0, "round \(round): exit status \(status): \(serve.log.suffix(1500))")
+            #expect(!serve.log.contains("Fatal error"), "\(serve.log.suffix(1500))")
+        }
+    }
 }

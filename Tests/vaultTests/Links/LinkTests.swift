@@ -15,12 +15,15 @@ final class LinkWorld {
     let relay: BackgroundProcess
     let url: String
     let alice = User("alice"), reader = User("reader")
+    /// The clock of the relay and of alice's and the reader's commands.
+    let clock = TestClock()
 
     /// A relay with `relayOptions` added to its `vault relay serve`.
     init(store: String? = nil, relayOptions: [String] = []) throws {
         relay = try BackgroundProcess(VaultBinary.path, ["relay", "serve", "--listen", "127.0.0.1:0", "--sweep-interval", "1",
                                                          "--store", store ?? "sqlite:" + directory.file("relay.db")] + relayOptions,
-                                      environment: [:], logPath: directory.file("relay.log"))
+                                      environment: clock.environment, logPath: directory.file("relay.log"))
+        for user in [alice, reader] { user.vault.environment.merge(clock.environment) { $1 } }
         _ = try relay.waitFor("fingerprint ", timeout: 60)
         let line = relay.log.split(separator: "\n").first { $0.contains("listening on ") } ?? ""
         url = String(line.split(separator: " ").last ?? "")
@@ -277,7 +280,7 @@ final class LinkWorld {
     @Test func aLinkPastItsTimeIsGoneAndRmDeletesOne() async throws {
         let world = try LinkWorld()
         let short = try world.create(["--expires", "1s"], stdin: "brief")
-        try await Task.sleep(for: .seconds(2.5))
+        world.clock.advance(by: 2)
         #expect(try world.reader.fails("link", "open", short).contains("expired, was used up, or never existed"))
         let link = try world.create([], stdin: "take it back")
         // After "--": an id may start with "-".
