@@ -30,8 +30,11 @@ public enum VaultClock {
         #if DEBUG
         if testOffset() != nil {
             // The file may move the clock at any moment: look again every tenth of a second.
-            while !Task.isCancelled, now() < deadline {
-                try? await Task.sleep(nanoseconds: UInt64(min(0.1, deadline.timeIntervalSince(now())) * 1e9))
+            // One look a turn: between two looks the file may move the clock past the deadline.
+            while !Task.isCancelled {
+                let left = deadline.timeIntervalSince(now())
+                guard left > 0 else { break }
+                try? await Task.sleep(nanoseconds: UInt64(min(0.1, left) * 1e9))
             }
             return
         }

@@ -60,7 +60,7 @@ public final class KeyAgent: @unchecked Sendable {
 
     func endRecovery() { lock.withLock { recovering = false } }
 
-    /// Connections use the LAN protocol's framing and idle timeout (``SecureChannel/configure(_:)``),
+    /// Connections use the LAN protocol's framing and idle timeout (``SecureChannel/accepted(_:)``),
     /// without Noise.
     /// Serves on `path` until the task is cancelled, then forgets every key. Refuses to
     /// start when another agent answers there; a stale socket file is replaced.
